@@ -1,0 +1,168 @@
+// URLTaskManager (bearer authenticator + retry policy) against plain URLSession, in the same
+// process, against the same loopback server, at 64 concurrent requests.
+//
+// The server is a FlyingFox server on 127.0.0.1 (a free port) started once, in this process:
+// `GET /protected` answers 200 with a short body when the request carries the expected bearer
+// token, 401 otherwise. Both sides use an ephemeral URLSession that is created once and kept
+// warm (connections reused), and the same request.
+//
+// - "URLSession" / "URLTaskManager": one sample = 64 concurrent workers, each sending
+//   `requestsPerWorker` requests one after another (64 x 10 = 640 requests). Divide the
+//   malloc count by 640 for mallocs per request; requests per second = 640 / wall clock.
+// - "URLTaskManager / URLSession, paired": one sample runs one wave of each (alternating which
+//   goes first) and records the ratio of their durations in percent (custom metric
+//   `overhead %`: 100 = same speed, 110 = 10% slower). Pairing each wave with its baseline
+//   cancels out most of the noise of a shared machine; read its median and spread.
+//
+// Run: cd Benchmarks && swift package --disable-sandbox benchmark --target HTTPBenchmarks
+import Benchmark
+import FlyingFox
+import FlyingSocks
+import Foundation
+import TaskKit
+import TaskKitHTTP
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+let concurrentRequests = 64
+let requestsPerWorker = 10
+let benchToken = "benchmark-token"
+
+/// The server, the session and the manager, created once per process.
+actor HTTPBenchFixtureStore {
+    static let shared = HTTPBenchFixtureStore()
+
+    struct Fixture: Sendable {
+        let url: URL
+        let session: URLSession
+        let manager: URLTaskManager
+    }
+
+    private var fixture: Fixture?
+    private var server: HTTPServer?
+
+    func get() async throws -> Fixture {
+        if let fixture { return fixture }
+        let server = HTTPServer(address: try .inet(ip4: "127.0.0.1", port: 0), timeout: 30, logger: .disabled)
+        await server.appendRoute("GET /protected") { request in
+            guard request.headers[.authorization] == "Bearer \(benchToken)" else {
+                return HTTPResponse(statusCode: .unauthorized)
+            }
+            return HTTPResponse(statusCode: .ok, body: Data("hello".utf8))
+        }
+        Task { try await server.run() }
+        try await server.waitUntilListening(timeout: 10)
+        guard case .ip4(_, let port)? = await server.listeningAddress else { throw SocketError.unsupportedAddress }
+        let url = URL(string: "http://127.0.0.1:\(port)/protected")!
+
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = concurrentRequests
+        let authenticator = BearerTokenAuthenticator(credential: BearerCredential(accessToken: benchToken)) { _, _ in
+            BearerCredential(accessToken: benchToken)
+        }
+        let manager = URLTaskManager(
+            interceptors: [authenticator, HTTPRetryPolicy()], configuration: configuration
+        )
+        let fixture = Fixture(url: url, session: URLSession(configuration: configuration), manager: manager)
+        self.server = server
+        self.fixture = fixture
+        return fixture
+    }
+}
+
+/// 64 workers, each sending `requestsPerWorker` requests in turn; returns how many got 200.
+func httpBenchWave(_ send: @escaping @Sendable () async throws -> Int) async -> Int {
+    await withTaskGroup(of: Int.self) { group in
+        for _ in 0..<concurrentRequests {
+            group.addTask {
+                var ok = 0
+                for _ in 0..<requestsPerWorker where (try? await send()) == 200 { ok += 1 }
+                return ok
+            }
+        }
+        return await group.reduce(0, +)
+    }
+}
+
+func plainWave(_ fixture: HTTPBenchFixtureStore.Fixture) async -> Int {
+    await httpBenchWave {
+        var request = URLRequest(url: fixture.url)
+        request.setValue("Bearer \(benchToken)", forHTTPHeaderField: "Authorization")
+        let (_, response) = try await fixture.session.data(for: request)
+        return (response as? HTTPURLResponse)?.statusCode ?? 0
+    }
+}
+
+func managedWave(_ fixture: HTTPBenchFixtureStore.Fixture) async -> Int {
+    await httpBenchWave {
+        try await fixture.manager.data(for: URLRequest(url: fixture.url)).1.statusCode
+    }
+}
+
+func checkWave(_ ok: Int) {
+    precondition(ok == concurrentRequests * requestsPerWorker, "HTTPBenchmarks: only \(ok) requests succeeded")
+}
+
+let overheadMetric = BenchmarkMetric.custom("overhead %", polarity: .prefersSmaller, useScalingFactor: false)
+
+let benchmarks: @Sendable () -> Void = {
+    let configuration = Benchmark.Configuration(
+        metrics: [.wallClock, .mallocCountTotal, .cpuTotal],
+        warmupIterations: 3,
+        scalingFactor: .one,
+        maxDuration: .seconds(10),
+        maxIterations: 60
+    )
+
+    Benchmark("URLSession: 64 concurrent, 640 GETs", configuration: configuration) { benchmark in
+        let fixture = try await HTTPBenchFixtureStore.shared.get()
+        benchmark.startMeasurement()
+        let ok = await plainWave(fixture)
+        benchmark.stopMeasurement()
+        checkWave(ok)
+    }
+
+    Benchmark("URLTaskManager (auth + retry): 64 concurrent, 640 GETs", configuration: configuration) { benchmark in
+        let fixture = try await HTTPBenchFixtureStore.shared.get()
+        benchmark.startMeasurement()
+        let ok = await managedWave(fixture)
+        benchmark.stopMeasurement()
+        checkWave(ok)
+    }
+
+    let paired = Benchmark.Configuration(
+        metrics: [overheadMetric],
+        warmupIterations: 2,
+        scalingFactor: .one,
+        maxDuration: .seconds(20),
+        maxIterations: 40
+    )
+    Benchmark("URLTaskManager / URLSession, paired waves", configuration: paired) { benchmark in
+        let fixture = try await HTTPBenchFixtureStore.shared.get()
+        let clock = ContinuousClock()
+        var plain = Duration.zero
+        var managed = Duration.zero
+        // Alternate the order so neither side always runs on a warmer machine.
+        for round in 0..<2 {
+            if round == 0 {
+                plain += try await clock.measureWave { await plainWave(fixture) }
+                managed += try await clock.measureWave { await managedWave(fixture) }
+            } else {
+                managed += try await clock.measureWave { await managedWave(fixture) }
+                plain += try await clock.measureWave { await plainWave(fixture) }
+            }
+        }
+        benchmark.measurement(overheadMetric, Int((managed / plain * 100).rounded()))
+    }
+}
+
+extension ContinuousClock {
+    func measureWave(_ wave: () async -> Int) async throws -> Duration {
+        let start = now
+        let ok = await wave()
+        let elapsed = start.duration(to: now)
+        checkWave(ok)
+        return elapsed
+    }
+}

@@ -1,0 +1,95 @@
+// TaskManager throughput against the same work in a bare `TaskGroup`.
+//
+// Each sample pushes 100,000 trivial tasks (a class whose `execute()` returns its number) and
+// waits until every result has been consumed:
+//
+// - "TaskGroup baseline": `group.addTask { try await task.execute() }` for each task, then the
+//   group's results are summed.
+// - "TaskManager, one pass-through interceptor": `manager.add(task:completion:)` for each task on
+//   a manager with one interceptor that always answers `.execute`; each completion adds the
+//   value to an atomic sum; then `waitTillAllTasksFinished()`.
+// - "TaskManager, no interceptor": the same without the interceptor.
+//
+// Figures are per sample (100,000 tasks): divide `mallocCountTotal` by 100,000 for mallocs per
+// task. The ratio is TaskManager's wall clock over the baseline's, from the same run.
+//
+// Measured (2 shared cores, release, p50 of 10 samples, four runs): TaskGroup 169–310 ms and
+// 6.0 mallocs/task; one pass-through interceptor 2.2–2.7x the baseline (best run 2.2x p50, 2.1x
+// p0) and 7.0 mallocs/task; no interceptor 1.75–2.4x, 7.0 mallocs/task. Before the hot-path
+// work: 3.8x with 15 mallocs/task, and 3.4x with 10 without the interceptor.
+import Benchmark
+import Synchronization
+import TaskKit
+
+let benchmarks: @Sendable () -> Void = {
+    let configuration = Benchmark.Configuration(
+        metrics: [.wallClock, .mallocCountTotal, .cpuTotal, .peakMemoryResident],
+        warmupIterations: 1,
+        scalingFactor: .one,
+        maxDuration: .seconds(20),
+        maxIterations: 10
+    )
+
+    Benchmark("TaskGroup baseline: 100,000 trivial tasks", configuration: configuration) { benchmark in
+        for _ in benchmark.scaledIterations {
+            let sum = await withTaskGroup(of: Int.self) { group in
+                for index in 0..<taskCount {
+                    let task = TaskManagerBenchTrivialTask(index)
+                    group.addTask { (try? await task.execute()) ?? 0 }
+                }
+                var sum = 0
+                for await value in group { sum += value }
+                return sum
+            }
+            precondition(sum == expectedSum, "every task ran once")
+        }
+    }
+
+    Benchmark("TaskManager: 100,000 trivial tasks, one pass-through interceptor", configuration: configuration) {
+        benchmark in
+        for _ in benchmark.scaledIterations {
+            await runThroughManager(TaskManager(interceptors: [TaskManagerBenchPassThrough()]))
+        }
+    }
+
+    Benchmark("TaskManager: 100,000 trivial tasks, no interceptor", configuration: configuration) { benchmark in
+        for _ in benchmark.scaledIterations {
+            await runThroughManager(TaskManager())
+        }
+    }
+}
+
+let taskCount = 100_000
+let expectedSum = taskCount * (taskCount - 1) / 2
+
+/// Adds `taskCount` trivial tasks to `manager` and waits for all of them.
+func runThroughManager(_ manager: TaskManager) async {
+    let sum = TaskManagerBenchSum()
+    for index in 0..<taskCount {
+        manager.add(task: TaskManagerBenchTrivialTask(index)) { result in
+            if case .success(let value) = result { sum.add(value) }
+        }
+    }
+    await manager.waitTillAllTasksFinished()
+    precondition(sum.value == expectedSum, "every task ran once")
+}
+
+/// A task that returns its number.
+final class TaskManagerBenchTrivialTask: ManagedTask {
+    typealias SuccessValue = Int
+    let value: Int
+    init(_ value: Int) { self.value = value }
+    func execute() async throws -> Int { value }
+}
+
+/// An interceptor that lets every task through unchanged.
+struct TaskManagerBenchPassThrough: Interceptor {
+    func intercept<T: ManagedTask>(task: inout T, currentBatchCount: Int) -> InterceptCommand { .execute }
+}
+
+/// A sum updated from completions.
+final class TaskManagerBenchSum: Sendable {
+    private let total = Atomic<Int>(0)
+    func add(_ value: Int) { total.add(value, ordering: .relaxed) }
+    var value: Int { total.load(ordering: .acquiring) }
+}

@@ -1,0 +1,105 @@
+import Benchmark
+import TaskKit
+
+// What TaskStore costs on top of the `Task` it creates, and whether that cost depends on how many
+// keys are live. Both sides of every comparison run on the same actor and call the same operation
+// closure, so the difference is the store's bookkeeping (dictionary entry, identity, observation
+// registrar, isolation check) plus its wrapper closure.
+
+/// The operation every benchmark runs: the same closure value for the store and for a bare `Task`.
+let operation: @Sendable () async -> Void = {}
+
+/// Owns one store; every call runs on this actor, as a store requires.
+actor StoreBench {
+    let store = TaskStore<Int>()
+    private var parked: [Task<Void, Never>] = []
+
+    /// Creates a bare `Task` and awaits it, `count` times.
+    func bareRoundTrips(_ count: Int) async {
+        for _ in 0..<count { await Task { await operation() }.value }
+    }
+
+    /// Adds a task under one key and awaits it, `count` times (the key starts and stops each time).
+    func storeRoundTrips(_ count: Int, key: Int = 0) async {
+        for _ in 0..<count { await store.addTask(forKey: key, operation: operation).value }
+    }
+
+    /// Creates `count` bare tasks, then awaits them all.
+    func bareBatch(_ count: Int) async {
+        var tasks: [Task<Void, Never>] = []
+        tasks.reserveCapacity(count)
+        for _ in 0..<count { tasks.append(Task { await operation() }) }
+        for task in tasks { await task.value }
+    }
+
+    /// Adds `count` tasks under distinct keys (all live at once), then awaits them all.
+    func storeBatch(_ count: Int) async {
+        var tasks: [Task<Void, Never>] = []
+        tasks.reserveCapacity(count)
+        for key in 0..<count { tasks.append(store.addTask(forKey: key, operation: operation)) }
+        for task in tasks { await task.value }
+    }
+
+    /// Checks `count` keys for running tasks.
+    func lookups(_ count: Int, liveKeys: Int) -> Int {
+        var running = 0
+        for i in 0..<count where store.taskIsRunning(forKey: -1 - (i % liveKeys)) { running += 1 }
+        return running
+    }
+
+    /// Parks `liveKeys` tasks under keys -1, -2, … that run until cancelled.
+    func park(liveKeys: Int) {
+        for key in 0..<liveKeys {
+            parked.append(store.addTask(forKey: -1 - key) { try? await Task.sleep(for: .seconds(86_400)) })
+        }
+    }
+
+    func unpark() async {
+        store.cancelAllTasks()
+        for task in parked { await task.value }
+        parked = []
+    }
+}
+
+let benchmarks: @Sendable () -> Void = {
+    let perOperation = Benchmark.Configuration(
+        metrics: [.wallClock, .mallocCountTotal, .instructions],
+        scalingFactor: .kilo,
+        maxDuration: .seconds(2)
+    )
+
+    // MARK: addTask against a bare Task
+
+    let bare = StoreBench()
+    Benchmark("Bare Task: create + await (x1000)", configuration: perOperation) { benchmark in
+        await bare.bareRoundTrips(benchmark.scaledIterations.count)
+    }
+    let roundTrips = StoreBench()
+    Benchmark("TaskStore.addTask: create + await (x1000)", configuration: perOperation) { benchmark in
+        await roundTrips.storeRoundTrips(benchmark.scaledIterations.count)
+    }
+    let bareBatch = StoreBench()
+    Benchmark("Bare Task: create 1000, then await all", configuration: perOperation) { benchmark in
+        await bareBatch.bareBatch(benchmark.scaledIterations.count)
+    }
+    let storeBatch = StoreBench()
+    Benchmark("TaskStore.addTask: create 1000 keys, then await all", configuration: perOperation) { benchmark in
+        await storeBatch.storeBatch(benchmark.scaledIterations.count)
+    }
+
+    // MARK: cost per operation with many live keys
+
+    for liveKeys in [100, 10_000] {
+        let bench = StoreBench()
+        var configuration = perOperation
+        configuration.setup = { await bench.park(liveKeys: liveKeys) }
+        configuration.teardown = { await bench.unpark() }
+        Benchmark("TaskStore.addTask: create + await, \(liveKeys) live keys (x1000)", configuration: configuration) {
+            benchmark in
+            await bench.storeRoundTrips(benchmark.scaledIterations.count)
+        }
+        Benchmark("TaskStore.taskIsRunning, \(liveKeys) live keys (x1000)", configuration: configuration) { benchmark in
+            blackHole(await bench.lookups(benchmark.scaledIterations.count, liveKeys: liveKeys))
+        }
+    }
+}

@@ -1,0 +1,94 @@
+// swift-tools-version: 6.1
+// The benchmarks live in their own package so ordo-one/benchmark (and the peers measured
+// against: swift-nio, OpenCombine) stay out of TaskKit's own build.
+//
+// Run all:   cd Benchmarks && swift package --disable-sandbox benchmark
+// Run one:   cd Benchmarks && swift package --disable-sandbox benchmark --target CoFutureBenchmarks
+// Instructions per iteration of the CoFuture workload (callgrind): ./instruction-counts.sh
+import PackageDescription
+
+let benchmarkPlugin: [Target.PluginUsage] = [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+
+let package = Package(
+    name: "TaskKitBenchmarks",
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+    dependencies: [
+        .package(name: "TaskKit", path: ".."),
+        .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.0", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.80.0"),
+        .package(url: "https://github.com/OpenCombine/OpenCombine.git", from: "0.14.0"),
+        .package(url: "https://github.com/swhitty/FlyingFox.git", from: "0.27.0"),
+    ],
+    targets: [
+        // The seed's CoFuture workload for CoFuture, NIO and OpenCombine, shared by the benchmark
+        // and by the callgrind driver so both measure the same code.
+        .target(
+            name: "SeedWorkloads",
+            dependencies: [
+                .product(name: "TaskKit", package: "TaskKit"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "OpenCombine", package: "OpenCombine"),
+            ]
+        ),
+        // `./instruction-counts.sh`: instructions per iteration under callgrind.
+        .executableTarget(
+            name: "InstructionCounts",
+            dependencies: [
+                "SeedWorkloads",
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "OpenCombine", package: "OpenCombine"),
+            ]
+        ),
+        .executableTarget(
+            name: "CoFutureBenchmarks",
+            dependencies: [
+                "SeedWorkloads",
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "OpenCombine", package: "OpenCombine"),
+            ],
+            path: "Benchmarks/CoFutureBenchmarks",
+            plugins: benchmarkPlugin
+        ),
+        .executableTarget(
+            name: "MonoTaskBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "TaskKit", package: "TaskKit"),
+            ],
+            path: "Benchmarks/MonoTaskBenchmarks",
+            plugins: benchmarkPlugin
+        ),
+        .executableTarget(
+            name: "TaskStoreBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "TaskKit", package: "TaskKit"),
+            ],
+            path: "Benchmarks/TaskStoreBenchmarks",
+            plugins: benchmarkPlugin
+        ),
+        .executableTarget(
+            name: "TaskManagerBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "TaskKit", package: "TaskKit"),
+            ],
+            path: "Benchmarks/TaskManagerBenchmarks",
+            plugins: benchmarkPlugin
+        ),
+        .executableTarget(
+            name: "HTTPBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "TaskKit", package: "TaskKit"),
+                .product(name: "TaskKitHTTP", package: "TaskKit"),
+                .product(name: "FlyingFox", package: "FlyingFox"),
+            ],
+            path: "Benchmarks/HTTPBenchmarks",
+            plugins: benchmarkPlugin
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,94 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "TaskKit",
+    platforms: [
+        // The floor of `Synchronization.Atomic`.
+        .macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2),
+    ],
+    products: [
+        .library(name: "TaskKit", targets: ["TaskKit"]),
+        .library(name: "TaskKitCombine", targets: ["TaskKitCombine"]),
+        .library(name: "TaskKitHTTP", targets: ["TaskKitHTTP"]),
+        .executable(name: "taskkit-demo", targets: ["taskkit-demo"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
+        .package(url: "https://github.com/OpenCombine/OpenCombine.git", from: "0.14.0"),
+        .package(url: "https://github.com/swhitty/FlyingFox.git", from: "0.27.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        // Documentation only: `swift package generate-documentation --target TaskKit`.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.4.0"),
+    ],
+    targets: [
+        .target(
+            name: "TaskKit",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ]
+        ),
+        .target(
+            name: "TaskKitCombine",
+            dependencies: [
+                "TaskKit",
+                .product(
+                    name: "OpenCombine", package: "OpenCombine",
+                    condition: .when(platforms: [.linux, .windows, .android, .wasi, .openbsd])
+                ),
+            ]
+        ),
+        .target(
+            name: "TaskKitHTTP",
+            dependencies: [
+                "TaskKit",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "taskkit-demo",
+            dependencies: [
+                "TaskKit",
+                "TaskKitHTTP",
+                "TaskKitCombine",
+                "TaskKitLoopbackServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // An embedded loopback HTTP server (FlyingFox) with the endpoints the HTTP tests and the
+        // demo exercise: expiring tokens, flaky resources, Retry-After, slow and broken responses.
+        .target(
+            name: "TaskKitLoopbackServer",
+            dependencies: [.product(name: "FlyingFox", package: "FlyingFox")]
+        ),
+        // Test-only helpers shared by the test targets (a manual clock, waiting utilities).
+        .target(
+            name: "TaskKitTestSupport",
+            dependencies: ["TaskKit"]
+        ),
+        .testTarget(
+            name: "TaskKitTests",
+            dependencies: ["TaskKit", "TaskKitTestSupport"]
+        ),
+        .testTarget(
+            name: "TaskKitCombineTests",
+            dependencies: [
+                "TaskKit", "TaskKitCombine",
+                .product(
+                    name: "OpenCombine", package: "OpenCombine",
+                    condition: .when(platforms: [.linux, .windows, .android, .wasi, .openbsd])
+                ),
+            ]
+        ),
+        .testTarget(
+            name: "TaskKitHTTPTests",
+            dependencies: [
+                "TaskKit", "TaskKitHTTP", "TaskKitTestSupport", "TaskKitLoopbackServer",
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

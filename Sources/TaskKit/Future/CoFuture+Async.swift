@@ -1,0 +1,84 @@
+extension CoFuture {
+    /// The success value, awaited without blocking a thread; throws the failure.
+    ///
+    /// Returns at once, without suspending, if the future is already complete.
+    ///
+    /// If the awaiting task is cancelled while it waits, this throws `CancellationError`
+    /// promptly, and the future itself is **not** cancelled: other observers and awaiters still
+    /// get its result. (To cancel the work when the awaiter goes away, call ``cancel()``
+    /// yourself, e.g. from `withTaskCancellationHandler`.) A cancelled future throws
+    /// ``CoFutureError/canceled``.
+    ///
+    /// ```swift
+    /// let user = try await fetchUser(id: 42).value
+    /// ```
+    public var value: Value {
+        get async throws {
+            if let result = result {
+                return try result.get()
+            }
+            return try await _awaitValue()
+        }
+    }
+
+    private func _awaitValue() async throws -> Value {
+        let waiter = _Waiter<Value>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
+                if waiter.install(continuation) {
+                    _add(.result { waiter.finish(with: $0) })
+                }
+            }
+        } onCancel: {
+            waiter.finish(with: .failure(CancellationError()))
+        }
+    }
+}
+
+/// One awaiting task's continuation, resumed exactly once by whichever comes first: the
+/// future's result or the task's cancellation.
+final class _Waiter<Value: Sendable>: @unchecked Sendable {
+    // @unchecked Sendable is sound: `state` is only accessed while `lock` is held.
+    private let lock = FutureLock()
+    private var state = State.idle
+
+    private enum State {
+        case idle
+        case waiting(CheckedContinuation<Value, any Error>)
+        /// Finished before the continuation was installed (the task was already cancelled).
+        case finished(Result<Value, any Error>)
+        case done
+    }
+
+    /// Installs the continuation; resumes it at once (and returns false) if already finished.
+    func install(_ continuation: CheckedContinuation<Value, any Error>) -> Bool {
+        let early: Result<Value, any Error>? = lock.withLock {
+            if case .finished(let result) = state {
+                state = .done
+                return result
+            }
+            state = .waiting(continuation)
+            return nil
+        }
+        guard let early else { return true }
+        continuation.resume(with: early)
+        return false
+    }
+
+    /// Resumes the continuation with `result` unless something else already did.
+    func finish(with result: Result<Value, any Error>) {
+        let continuation: CheckedContinuation<Value, any Error>? = lock.withLock {
+            switch state {
+            case .idle:
+                state = .finished(result)
+                return nil
+            case .waiting(let continuation):
+                state = .done
+                return continuation
+            case .finished, .done:
+                return nil
+            }
+        }
+        continuation?.resume(with: result)
+    }
+}

@@ -1,0 +1,186 @@
+extension CoFuture {
+    /// Returns a future of this future's value transformed by `transform`.
+    ///
+    /// `transform` runs once, when this future succeeds (at once if it already has); if it
+    /// throws, the new future fails with that error. A failure (including cancellation) passes
+    /// through unchanged and `transform` does not run. If the new future is cancelled first,
+    /// `transform` does not run either. Cancelling the new future cancels this one.
+    ///
+    /// - Parameter transform: Maps the success value.
+    /// - Returns: The derived future.
+    @inlinable
+    public func map<NewValue: Sendable>(
+        _ transform: @escaping @Sendable (Value) throws -> NewValue
+    ) -> CoFuture<NewValue> {
+        if let result = _settledResult() {
+            switch result {
+            case .success(let value): return CoFuture<NewValue>(_result: Result { try transform(value) })
+            case .failure(let error): return CoFuture<NewValue>(_result: .failure(error))
+            }
+        }
+        let derived = _MapFuture(source: self, transform: transform)
+        _add(.transform(_Erased(derived) { object, result, queue in
+            _recover(object, as: _MapFuture<Value, NewValue>.self)._upstreamCompleted(result, into: &queue)
+        }))
+        return derived
+    }
+
+    /// Returns a future that waits for the future `transform` returns from this future's value.
+    ///
+    /// `transform` runs once, when this future succeeds; the new future then completes with the
+    /// inner future's result. A failure passes through unchanged. Cancelling the new future
+    /// cancels this future while it is pending, and the inner future once it exists.
+    ///
+    /// - Parameter transform: Starts the next asynchronous step from the success value.
+    /// - Returns: The derived future.
+    @inlinable
+    public func flatMap<NewValue: Sendable>(
+        _ transform: @escaping @Sendable (Value) throws -> CoFuture<NewValue>
+    ) -> CoFuture<NewValue> {
+        let derived = _FlatMapFuture(source: self, transform: transform)
+        _add(.transform(_Erased(derived) { object, result, queue in
+            _recover(object, as: _FlatMapFuture<Value, NewValue>.self)._upstreamCompleted(result, into: &queue)
+        }))
+        return derived
+    }
+
+    /// Returns a future whose error is transformed by `transform`.
+    ///
+    /// Success values pass through. Cancellation (``CoFutureError/canceled``) passes through
+    /// unchanged too, so that cancelling stays visible along the chain.
+    ///
+    /// - Parameter transform: Maps the error.
+    /// - Returns: The derived future.
+    public func mapError(_ transform: @escaping @Sendable (any Error) -> any Error) -> CoFuture<Value> {
+        _recovering(.mapError(transform))
+    }
+
+    /// Returns a future that replaces a failure with a value computed by `transform`.
+    ///
+    /// If `transform` throws, the new future fails with that error. Cancellation is not
+    /// recovered: it passes through unchanged.
+    ///
+    /// - Parameter transform: Computes a value from the error.
+    /// - Returns: The derived future.
+    public func recover(_ transform: @escaping @Sendable (any Error) throws -> Value) -> CoFuture<Value> {
+        _recovering(.recover(transform))
+    }
+
+    /// Returns a future that replaces a failure with the result of the future `transform` returns.
+    ///
+    /// Cancellation is not recovered: it passes through unchanged.
+    ///
+    /// - Parameter transform: Starts an asynchronous fallback from the error.
+    /// - Returns: The derived future.
+    public func flatMapError(
+        _ transform: @escaping @Sendable (any Error) throws -> CoFuture<Value>
+    ) -> CoFuture<Value> {
+        _recovering(.flatMapError(transform))
+    }
+
+    private func _recovering(_ transform: _RecoverFuture<Value>.Transform) -> CoFuture<Value> {
+        let derived = _RecoverFuture(source: self, transform: transform)
+        _add(.transform(_Erased(derived) { object, result, queue in
+            _recover(object, as: _RecoverFuture<Value>.self)._upstreamCompleted(result, into: &queue)
+        }))
+        return derived
+    }
+}
+
+// The derived futures below restate CoFuture's `@unchecked Sendable`: their own stored
+// properties are immutable `let`s of Sendable types; the inherited mutable state is guarded
+// by the base class's lock as documented on CoFuture.
+
+/// The future returned by `map`: holds the transform itself, so no closure is allocated.
+@usableFromInline
+final class _MapFuture<Upstream: Sendable, Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
+    @usableFromInline final let transform: @Sendable (Upstream) throws -> Value
+
+    @inlinable
+    init(source: CoFuture<Upstream>, transform: @escaping @Sendable (Upstream) throws -> Value) {
+        self.transform = transform
+        super.init(_result: nil)
+        _ = _linkUpstream(source)
+    }
+
+    @inlinable
+    func _upstreamCompleted(_ result: Result<Upstream, any Error>, into queue: inout _DrainQueue) {
+        let mapped: Result<Value, any Error>
+        switch result {
+        case .success(let value):
+            guard !_isCompleted else { return }  // cancelled: do not run user code for nobody
+            mapped = Result { try transform(value) }
+        case .failure(let error):
+            mapped = .failure(error)
+        }
+        if _completeDeferred(mapped) { queue.push(_drainStep) }
+    }
+}
+
+/// The future returned by `flatMap`.
+@usableFromInline
+final class _FlatMapFuture<Upstream: Sendable, Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
+    @usableFromInline final let transform: @Sendable (Upstream) throws -> CoFuture<Value>
+
+    @inlinable
+    init(source: CoFuture<Upstream>, transform: @escaping @Sendable (Upstream) throws -> CoFuture<Value>) {
+        self.transform = transform
+        super.init(_result: nil)
+        _ = _linkUpstream(source)
+    }
+
+    @inlinable
+    func _upstreamCompleted(_ result: Result<Upstream, any Error>, into queue: inout _DrainQueue) {
+        switch result {
+        case .success(let value):
+            guard !_isCompleted else { return }
+            do {
+                _follow(try transform(value), into: &queue)
+            } catch {
+                if _completeDeferred(.failure(error)) { queue.push(_drainStep) }
+            }
+        case .failure(let error):
+            if _completeDeferred(.failure(error)) { queue.push(_drainStep) }
+        }
+    }
+}
+
+/// The future returned by `mapError`, `recover` and `flatMapError`.
+final class _RecoverFuture<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
+    enum Transform: Sendable {
+        case mapError(@Sendable (any Error) -> any Error)
+        case recover(@Sendable (any Error) throws -> Value)
+        case flatMapError(@Sendable (any Error) throws -> CoFuture<Value>)
+    }
+
+    private let transform: Transform
+
+    init(source: CoFuture<Value>, transform: Transform) {
+        self.transform = transform
+        super.init(_result: nil)
+        _ = _linkUpstream(source)
+    }
+
+    func _upstreamCompleted(_ result: Result<Value, any Error>, into queue: inout _DrainQueue) {
+        guard case .failure(let error) = result, !error.isCoFutureCancellation else {
+            if _completeDeferred(result) { queue.push(_drainStep) }
+            return
+        }
+        guard !_isCompleted else { return }
+        let next: Result<Value, any Error>
+        switch transform {
+        case .mapError(let transform):
+            next = .failure(transform(error))
+        case .recover(let transform):
+            next = Result { try transform(error) }
+        case .flatMapError(let transform):
+            do {
+                _follow(try transform(error), into: &queue)
+                return
+            } catch {
+                next = .failure(error)
+            }
+        }
+        if _completeDeferred(next) { queue.push(_drainStep) }
+    }
+}

@@ -1,0 +1,56 @@
+/// The writable side of a ``CoFuture``: a future that you complete.
+///
+/// ```swift
+/// let promise = CoPromise<Int>()
+/// promise.whenSuccess { print($0) }
+/// promise.success(42)          // prints 42
+/// promise.fail(SomeError())    // ignored: the first completion wins
+/// ```
+///
+/// A promise that is released without being completed completes its observers (and the futures
+/// derived from it) with ``CoFutureError/canceled``, so nobody waits forever.
+public final class CoPromise<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
+    // Restates CoFuture's `@unchecked Sendable`: CoPromise adds no stored properties.
+
+    /// Creates a pending promise.
+    @inlinable
+    public init() {
+        super.init(_result: nil)
+    }
+
+    /// Completes the promise with a success value. Ignored if already completed.
+    ///
+    /// - Parameter value: The value.
+    @inlinable
+    public func success(_ value: Value) {
+        _complete(.success(value))
+    }
+
+    /// Completes the promise with an error. Ignored if already completed.
+    ///
+    /// - Parameter error: The error.
+    @inlinable
+    public func fail(_ error: any Error) {
+        _complete(.failure(error))
+    }
+
+    /// Completes the promise with a result. Ignored if already completed.
+    ///
+    /// - Parameter result: The result.
+    @inlinable
+    public func complete(with result: Result<Value, any Error>) {
+        _complete(result)
+    }
+
+    /// Completes the promise with the result of `future`, when it has one.
+    ///
+    /// Cancelling the promise while it waits cancels `future` (as for any derived future).
+    /// Ignored if the promise is already completed.
+    ///
+    /// - Parameter future: The future whose result to forward.
+    @inlinable
+    public func complete(with future: CoFuture<Value>) {
+        guard future !== self, _linkUpstream(future) else { return }
+        future._add(.forward(self))
+    }
+}

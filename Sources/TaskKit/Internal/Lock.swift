@@ -1,0 +1,109 @@
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Android)
+import Android
+#endif
+
+#if canImport(Darwin)
+@usableFromInline
+package typealias PlatformLock = os_unfair_lock_s
+#else
+@usableFromInline
+package typealias PlatformLock = pthread_mutex_t
+#endif
+
+/// A value guarded by a platform mutex, stored together with the mutex in one allocation.
+///
+/// This is TaskKit's one lock type for component state (MonoTask, TaskStore's bookkeeping,
+/// TaskManager, the HTTP layer, the test clock). It wraps `pthread_mutex_t` on Linux and
+/// `os_unfair_lock` on Apple platforms, both of which ThreadSanitizer understands; it is
+/// deliberately not `Synchronization.Mutex`, whose Linux implementation ThreadSanitizer cannot
+/// see (see ARCHITECTURE.md).
+///
+/// Rules every caller follows: the closure passed to ``withLock(_:)`` never calls user code,
+/// never resumes a continuation and never takes another `LockedState`'s lock. It computes an
+/// *action* and returns it; the caller performs the action after the lock is released.
+///
+/// `LockedState` is a reference-semantics struct: copies share the same state and mutex.
+@usableFromInline
+package struct LockedState<State>: @unchecked Sendable {
+    // @unchecked Sendable is sound: `State` is only ever touched inside `withLock`, which holds
+    // the mutex stored in the same buffer for the whole access, so every access to the state is
+    // serialised, and published to the next holder, by the mutex's acquire/release.
+
+    @usableFromInline
+    let storage: LockStorage<State>
+
+    /// Creates the guarded value.
+    package static func make(_ initial: State) -> LockedState<State> {
+        LockedState(initial)
+    }
+
+    /// Creates the guarded value.
+    package init(_ initial: State) {
+        storage = LockStorage.make(initial)
+    }
+
+    /// Runs `body` with exclusive access to the state and returns what it returns.
+    @inlinable
+    package func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
+        try storage.withLock(body)
+    }
+}
+
+/// The single allocation behind ``LockedState``: the state in the header, the mutex as the element.
+@usableFromInline
+final class LockStorage<State>: ManagedBuffer<State, PlatformLock> {
+    static func make(_ initial: State) -> LockStorage<State> {
+        let buffer = Self.create(minimumCapacity: 1) { _ in initial }
+        buffer.withUnsafeMutablePointerToElements { lock in
+            #if canImport(Darwin)
+            lock.initialize(to: os_unfair_lock())
+            #else
+            var attributes = pthread_mutexattr_t()
+            pthread_mutexattr_init(&attributes)
+            #if DEBUG
+            pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK))
+            #endif
+            let error = pthread_mutex_init(lock, &attributes)
+            pthread_mutexattr_destroy(&attributes)
+            precondition(error == 0, "pthread_mutex_init failed with error \(error)")
+            #endif
+        }
+        // `create` is a class method returning `ManagedBuffer<State, PlatformLock>`; called on
+        // `Self` its dynamic type is `LockStorage<State>`, so the downcast cannot fail.
+        return unsafeDowncast(buffer, to: LockStorage<State>.self)
+    }
+
+    deinit {
+        withUnsafeMutablePointerToElements { lock in
+            #if !canImport(Darwin)
+            let error = pthread_mutex_destroy(lock)
+            precondition(error == 0, "pthread_mutex_destroy failed with error \(error)")
+            #endif
+            lock.deinitialize(count: 1)
+        }
+    }
+
+    @inlinable
+    func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
+        try withUnsafeMutablePointers { state, lock in
+            #if canImport(Darwin)
+            os_unfair_lock_lock(lock)
+            defer { os_unfair_lock_unlock(lock) }
+            #else
+            let error = pthread_mutex_lock(lock)
+            precondition(error == 0, "pthread_mutex_lock failed with error \(error)")
+            defer {
+                let error = pthread_mutex_unlock(lock)
+                precondition(error == 0, "pthread_mutex_unlock failed with error \(error)")
+            }
+            #endif
+            return try body(&state.pointee)
+        }
+    }
+}

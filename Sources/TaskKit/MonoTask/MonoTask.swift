@@ -1,0 +1,518 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// Runs one expensive operation at most once at a time, caches its success for a while, and
+/// retries its failures with backoff.
+///
+/// Every caller asks the same `MonoTask` for "the" result:
+/// - **Merging.** Callers arriving while a run is in progress join it; they all receive the same
+///   result (callbacks in registration order). Only one task block runs at a time, ever.
+/// - **Caching.** A success is cached for `resultExpireDuration` seconds, counted from its
+///   completion; calls inside that window return it without executing. Failures are never
+///   cached. `0` caches nothing (calls still merge); `.infinity` caches until cleared.
+/// - **Retrying.** A failed attempt is retried as the ``RetryCount`` says, waiting on the
+///   injected clock; waiters only ever see the final outcome.
+/// - **Cache control.** ``clearResult(ongoingExecutionStrategy:shouldRestartWhenIDLE:)`` drops the
+///   cached value and decides what happens to a run in progress.
+///
+/// ```swift
+/// let profile = MonoTask<String>(resultExpireDuration: 60) {
+///     do { return .success(try await api.fetchProfile()) } catch { return .failure(error) }
+/// }
+/// let first = await profile.asyncExecute()   // runs the block
+/// let second = await profile.asyncExecute()  // cached: returns at once, without suspending
+/// ```
+///
+/// Threading: all state lives in one lock; task blocks, callbacks and continuation resumptions
+/// never run while it is held. Callback results are delivered on `callbackQueue`; async callers
+/// are resumed directly from the thread that completes the run, and a cache hit through
+/// ``asyncExecute(forceUpdate:)`` returns on the caller's own executor without suspending.
+///
+/// A `MonoTask` that is released while a run is in progress stays alive until the run ends and
+/// delivers to every waiter.
+public final class MonoTask<TaskResult: Sendable>: Sendable {
+    /// Receives the result of an execution.
+    public typealias ResultCallback = @Sendable (Result<TaskResult, any Error>) -> Void
+    /// A callback-based task block: do the work, then call the callback once with the outcome.
+    /// Later calls of the same callback are ignored.
+    public typealias CallbackExecution = @Sendable (@escaping ResultCallback) -> Void
+    /// An async task block returning the outcome. It runs in a `Task` that is cancelled by
+    /// `clearResult(ongoingExecutionStrategy: .cancel)`.
+    public typealias AsyncExecution = @Sendable () async -> Result<TaskResult, any Error>
+
+    enum Body: Sendable {
+        case callback(CallbackExecution, DispatchQueue)
+        case async(AsyncExecution)
+    }
+
+    #if DEBUG
+    /// Debug builds check the exactly-once rule at run time.
+    @usableFromInline typealias Continuation = CheckedContinuation<Result<TaskResult, any Error>, Never>
+    #else
+    /// Release builds rely on the state machine's exactly-once rule (see ``wait(id:forceUpdate:)``)
+    /// and save the checked continuation's allocation.
+    @usableFromInline typealias Continuation = UnsafeContinuation<Result<TaskResult, any Error>, Never>
+    #endif
+
+    @usableFromInline
+    enum Waiter {
+        case async(Continuation)
+        case callback(ResultCallback)
+    }
+
+    @usableFromInline typealias Machine = MonoTaskStateMachine<TaskResult, Waiter>
+
+    @usableFromInline
+    struct State {
+        @usableFromInline var machine: Machine
+        /// The `Task` of the current run, kept so `clearResult(.cancel)` can cancel it.
+        var runTask: (generation: UInt64, task: Task<Void, Never>)?
+    }
+
+    @usableFromInline let state: LockedState<State>
+    @usableFromInline let time: any MonoTaskTimeSource
+    private let body: Body
+    private let callbackQueue: DispatchQueue
+    private let logger: Logger
+    /// `false` when freshness never depends on time (infinite TTL, no refresh): hits skip the clock.
+    @usableFromInline let hitsReadTheClock: Bool
+
+    // MARK: Initialisers
+
+    /// Creates a task around a callback-based block.
+    ///
+    /// - Parameters:
+    ///   - retry: How failed attempts are retried. Default: no retry.
+    ///   - resultExpireDuration: How long a success stays cached, in seconds, counted from its
+    ///     completion. `0` caches nothing; `.infinity` caches until cleared. Must not be
+    ///     negative or NaN.
+    ///   - taskQueue: The queue on which `task` is called.
+    ///   - callbackQueue: The queue on which ``execute(forceUpdate:then:)`` handlers are called.
+    ///   - task: The work. It must call its callback once; later calls are ignored.
+    public convenience init(
+        retry: RetryCount = .never,
+        resultExpireDuration: TimeInterval,
+        taskQueue: DispatchQueue = .global(),
+        callbackQueue: DispatchQueue = .global(),
+        task: @escaping CallbackExecution
+    ) {
+        self.init(
+            retry: retry, resultExpireDuration: resultExpireDuration, taskQueue: taskQueue,
+            callbackQueue: callbackQueue, clock: ContinuousClock(), task: task
+        )
+    }
+
+    /// Creates a task around an async block.
+    ///
+    /// - Parameters:
+    ///   - retry: How failed attempts are retried. Default: no retry.
+    ///   - resultExpireDuration: How long a success stays cached, in seconds, counted from its
+    ///     completion. `0` caches nothing; `.infinity` caches until cleared. Must not be
+    ///     negative or NaN.
+    ///   - taskQueue: Unused by async blocks, which run in a `Task` on the global concurrent
+    ///     executor; accepted for source compatibility with the callback initialiser.
+    ///   - callbackQueue: The queue on which ``execute(forceUpdate:then:)`` handlers are called.
+    ///   - task: The work, returning its outcome. Cancelled by `clearResult(.cancel)`.
+    public convenience init(
+        retry: RetryCount = .never,
+        resultExpireDuration: TimeInterval,
+        taskQueue: DispatchQueue = .global(),
+        callbackQueue: DispatchQueue = .global(),
+        task: @escaping AsyncExecution
+    ) {
+        self.init(
+            retry: retry, resultExpireDuration: resultExpireDuration, taskQueue: taskQueue,
+            callbackQueue: callbackQueue, clock: ContinuousClock(), task: task
+        )
+    }
+
+    /// Creates a task around a callback-based block, with an injected clock and the options
+    /// that go beyond the seed.
+    ///
+    /// - Parameters:
+    ///   - retry: How failed attempts are retried. Default: no retry.
+    ///   - resultExpireDuration: How long a success stays cached, in seconds, counted from its
+    ///     completion. `0` caches nothing; `.infinity` caches until cleared. Must not be
+    ///     negative or NaN.
+    ///   - refreshAfter: Stale-while-revalidate: once a cached value is this many seconds old
+    ///     (but still within `resultExpireDuration`), a call returns it at once *and* starts one
+    ///     background refresh. `nil` (default) disables it. Must be finite, not negative and
+    ///     smaller than `resultExpireDuration`.
+    ///   - taskQueue: The queue on which `task` is called.
+    ///   - callbackQueue: The queue on which ``execute(forceUpdate:then:)`` handlers are called.
+    ///   - clock: The clock for the cache's time to live and the retry backoff.
+    ///   - logger: Receives debug messages about runs, retries and cancellations. Default: silent.
+    ///   - task: The work. It must call its callback once; later calls are ignored.
+    public init(
+        retry: RetryCount = .never,
+        resultExpireDuration: TimeInterval,
+        refreshAfter: TimeInterval? = nil,
+        taskQueue: DispatchQueue = .global(),
+        callbackQueue: DispatchQueue = .global(),
+        clock: some Clock<Duration>,
+        logger: Logger? = nil,
+        task: @escaping CallbackExecution
+    ) {
+        self.state = LockedState(
+            State(machine: Machine(configuration: Self.configuration(retry, resultExpireDuration, refreshAfter)))
+        )
+        self.time = ClockTimeSource(clock)
+        self.hitsReadTheClock = resultExpireDuration.isFinite || refreshAfter != nil
+        self.body = .callback(task, taskQueue)
+        self.callbackQueue = callbackQueue
+        self.logger = logger ?? silentLogger
+    }
+
+    /// Creates a task around an async block, with an injected clock and the options that go
+    /// beyond the seed.
+    ///
+    /// - Parameters:
+    ///   - retry: How failed attempts are retried. Default: no retry.
+    ///   - resultExpireDuration: How long a success stays cached, in seconds.
+    ///   - refreshAfter: Stale-while-revalidate threshold in seconds, or `nil` (default) for none.
+    ///     Must be finite, not negative and smaller than `resultExpireDuration`.
+    ///   - taskQueue: Unused by async blocks (they run in a `Task`).
+    ///   - callbackQueue: The queue on which ``execute(forceUpdate:then:)`` handlers are called.
+    ///   - clock: The clock for the cache's time to live and the retry backoff.
+    ///   - logger: Receives debug messages about runs, retries and cancellations. Default: silent.
+    ///   - task: The work, returning its outcome. Cancelled by `clearResult(.cancel)`.
+    public init(
+        retry: RetryCount = .never,
+        resultExpireDuration: TimeInterval,
+        refreshAfter: TimeInterval? = nil,
+        taskQueue: DispatchQueue = .global(),
+        callbackQueue: DispatchQueue = .global(),
+        clock: some Clock<Duration>,
+        logger: Logger? = nil,
+        task: @escaping AsyncExecution
+    ) {
+        self.state = LockedState(
+            State(machine: Machine(configuration: Self.configuration(retry, resultExpireDuration, refreshAfter)))
+        )
+        self.time = ClockTimeSource(clock)
+        self.hitsReadTheClock = resultExpireDuration.isFinite || refreshAfter != nil
+        self.body = .async(task)
+        self.callbackQueue = callbackQueue
+        self.logger = logger ?? silentLogger
+    }
+
+    private static func configuration(
+        _ retry: RetryCount, _ resultExpireDuration: TimeInterval, _ refreshAfter: TimeInterval?
+    ) -> Machine.Configuration {
+        precondition(
+            resultExpireDuration >= 0,  // false for NaN
+            "MonoTask: resultExpireDuration must be >= 0 seconds (or .infinity), got \(resultExpireDuration)"
+        )
+        if let refreshAfter {
+            precondition(
+                refreshAfter.isFinite && refreshAfter >= 0 && refreshAfter < resultExpireDuration,
+                "MonoTask: refreshAfter must be finite, >= 0 and < resultExpireDuration (\(resultExpireDuration)), got \(refreshAfter)"
+            )
+        }
+        _ = retry.maximumRetries  // rejects a negative count with its own message
+        return Machine.Configuration(
+            timeToLive: resultExpireDuration.isInfinite ? nil : Duration(timeInterval: resultExpireDuration),
+            refreshAfter: refreshAfter.map { Duration(timeInterval: $0) },
+            retry: retry
+        )
+    }
+
+    // MARK: Executing
+
+    /// Starts an execution if needed, without waiting for its result (fire-and-forget).
+    ///
+    /// Joins a run in progress, or does nothing when a fresh value is cached. Useful to warm the
+    /// cache.
+    ///
+    /// - Parameter forceUpdate: Ignore the cached value; when a run is in progress, request a
+    ///   fresh run after it.
+    public func justExecute(forceUpdate: Bool = false) {
+        execute(forceUpdate: forceUpdate, then: nil)
+    }
+
+    /// Executes (or joins, or reads the cache) and calls `completionHandler` on `callbackQueue`
+    /// with the result.
+    ///
+    /// - Parameters:
+    ///   - forceUpdate: Ignore the cached value and never receive the result of a run that began
+    ///     before this call: when one is in progress, a fresh run follows it (never beside it)
+    ///     and this handler receives the fresh result. A failed forced run leaves the previously
+    ///     cached value in place.
+    ///   - completionHandler: Called exactly once on `callbackQueue`, or `nil` for none.
+    public func execute(forceUpdate: Bool = false, then completionHandler: ResultCallback?) {
+        let now = time.now()
+        let action = state.withLock { state in
+            let id = state.machine.makeWaiterID()
+            return state.machine.execute(
+                waiter: completionHandler.map { .callback($0) }, id: id, forceUpdate: forceUpdate, now: now
+            )
+        }
+        switch action {
+        case .deliverCached(let value, let startRun):
+            if let completionHandler {
+                callbackQueue.async { completionHandler(.success(value)) }
+            }
+            if let startRun { self.startRun(startRun) }
+        case .enqueued(let startRun):
+            if let startRun { self.startRun(startRun) }
+        case .callerCancelled:
+            preconditionFailure("a callback caller is never reported as cancelled")
+        }
+    }
+
+    /// Executes (or joins, or reads the cache) and returns the result.
+    ///
+    /// A cache hit returns without suspending and without allocating. Otherwise the caller waits
+    /// for the run's final outcome. If the calling `Task` is cancelled while waiting, this returns
+    /// `.failure(CancellationError())` at once; the run goes on for the other waiters and its
+    /// success is still cached.
+    ///
+    /// Runs on the caller's executor (`nonisolated(nonsending)`): no executor hop on entry.
+    ///
+    /// - Parameter forceUpdate: See ``execute(forceUpdate:then:)``.
+    /// - Returns: The outcome; `.failure(MonoTask.Errors.executionCancelledDueToClearResult)` if
+    ///   the run was cancelled by ``clearResult(ongoingExecutionStrategy:shouldRestartWhenIDLE:)``.
+    @inlinable
+    @discardableResult
+    nonisolated(nonsending)
+    public func asyncExecute(forceUpdate: Bool = false) async -> Result<TaskResult, any Error> {
+        // On a miss the time is read again before registering, so `.zero` here is harmless.
+        let now = hitsReadTheClock ? time.now() : .zero
+        let fast = state.withLock { $0.machine.fastPath(forceUpdate: forceUpdate, now: now) }
+        switch fast {
+        case .hit(let value, let startRun):
+            if let startRun { self.startRun(startRun) }
+            return .success(value)
+        case .miss(let id):
+            return await wait(id: id, forceUpdate: forceUpdate)
+        }
+    }
+
+    /// Executes (or joins, or reads the cache) and returns the value or throws the failure.
+    ///
+    /// Same semantics as ``asyncExecute(forceUpdate:)``.
+    ///
+    /// - Parameter forceUpdate: See ``execute(forceUpdate:then:)``.
+    /// - Throws: The task block's final error, `CancellationError` when the calling `Task` is
+    ///   cancelled, or ``Errors/executionCancelledDueToClearResult``.
+    @inlinable
+    @discardableResult
+    nonisolated(nonsending)
+    public func executeThrows(forceUpdate: Bool = false) async throws -> TaskResult {
+        try await asyncExecute(forceUpdate: forceUpdate).get()
+    }
+
+    @inlinable
+    nonisolated(nonsending)
+    func wait(id: UInt64, forceUpdate: Bool) async -> Result<TaskResult, any Error> {
+        await withTaskCancellationHandler {
+            await Self.withContinuation { (continuation: Continuation) in
+                // An unchecked continuation (release builds) is sound here: it is either resumed
+                // right below, or stored in the state machine, whose rules hand every stored
+                // waiter back exactly once (final delivery, clearResult(.cancel) or cancelWaiter).
+                let now = time.now()
+                let action = state.withLock { state in
+                    state.machine.execute(
+                        waiter: .async(continuation), id: id, forceUpdate: forceUpdate, now: now,
+                        callerCancelled: Task.isCancelled
+                    )
+                }
+                switch action {
+                case .deliverCached(let value, let startRun):
+                    continuation.resume(returning: .success(value))
+                    if let startRun { self.startRun(startRun) }
+                case .enqueued(let startRun):
+                    if let startRun { self.startRun(startRun) }
+                case .callerCancelled:
+                    continuation.resume(returning: .failure(CancellationError()))
+                }
+            }
+        } onCancel: {
+            // Runs after the task's cancelled flag is set. If the waiter is not stored yet, the
+            // registration above reads that flag under the same lock and fails the caller itself.
+            let waiter = state.withLock { $0.machine.cancelWaiter(id) }
+            if case .async(let continuation)? = waiter {
+                continuation.resume(returning: .failure(CancellationError()))
+            }
+        }
+    }
+
+    @inlinable
+    nonisolated(nonsending)
+    static func withContinuation(
+        _ body: (Continuation) -> Void
+    ) async -> Result<TaskResult, any Error> {
+        #if DEBUG
+        await withCheckedContinuation(body)
+        #else
+        await withUnsafeContinuation(body)
+        #endif
+    }
+
+    // MARK: State
+
+    /// The cached value if one exists and is within its time to live; never starts a run.
+    public var currentResult: TaskResult? {
+        let now = time.now()
+        return state.withLock { $0.machine.currentValue(now: now) }
+    }
+
+    /// Whether a run is in progress: attempting, waiting between retries, or about to start.
+    public var isExecuting: Bool {
+        state.withLock { $0.machine.isExecuting }
+    }
+
+    /// A consistent snapshot of this task's counters.
+    public var counters: MonoTaskCounters {
+        state.withLock { $0.machine.counters }
+    }
+
+    // MARK: Cache control
+
+    /// Drops the cached value and decides what happens to a run in progress.
+    ///
+    /// - Parameters:
+    ///   - ongoingExecutionStrategy: What to do with a run in progress (see
+    ///     ``OngoingExecutionStrategy``). Default: ``OngoingExecutionStrategy/allowCompletion``.
+    ///   - shouldRestartWhenIDLE: When no run is in progress, start a fresh one at once that later
+    ///     callers join (``isExecuting`` is `true` during it). Ignored when a run is in progress.
+    public func clearResult(
+        ongoingExecutionStrategy: OngoingExecutionStrategy = .allowCompletion,
+        shouldRestartWhenIDLE: Bool = false
+    ) {
+        let (action, cancelledTask) = state.withLock { state -> (Machine.ClearAction, Task<Void, Never>?) in
+            let action = state.machine.clearResult(
+                strategy: ongoingExecutionStrategy, restartWhenIdle: shouldRestartWhenIDLE
+            )
+            switch action {
+            case .none, .startRun(_, cancelRun: nil), .failWaiters(_, cancelRun: nil):
+                return (action, nil)
+            case .startRun(_, cancelRun: let cancelled?), .failWaiters(_, cancelRun: let cancelled?):
+                return (action, state.takeRunTask(generation: cancelled))
+            }
+        }
+        cancelledTask?.cancel()
+        switch action {
+        case .none:
+            break
+        case .startRun(let generation, _):
+            logger.debug("MonoTask: clearResult starts run \(generation)")
+            startRun(generation)
+        case .failWaiters(let waiters, _):
+            logger.debug("MonoTask: clearResult cancelled the run in progress (\(waiters.count) waiters)")
+            deliver(.failure(Errors.executionCancelledDueToClearResult), to: waiters)
+        }
+    }
+
+    // MARK: Running
+
+    /// Starts the `Task` of run `generation`. It holds `self` strongly until the run ends.
+    @usableFromInline
+    func startRun(_ generation: UInt64) {
+        logger.debug("MonoTask: run \(generation) starts")
+        let task = Task.detached { await self.run(generation) }
+        let stale = state.withLock { state -> Bool in
+            guard state.machine.isLive(generation) else { return true }
+            state.runTask = (generation, task)
+            return false
+        }
+        // Cancelled (or already over) before its handle was stored: cancel it ourselves.
+        if stale { task.cancel() }
+    }
+
+    private func run(_ generation: UInt64) async {
+        while true {
+            // A run cancelled before its first attempt skips the body but still reports, so the
+            // state machine's count of active bodies stays exact.
+            let result: Result<TaskResult, any Error> =
+                Task.isCancelled ? .failure(CancellationError()) : await attempt()
+            let now = time.now()
+            let action = state.withLock { state -> Machine.AttemptFinishedAction in
+                let action = state.machine.attemptFinished(generation: generation, result: result, now: now)
+                if !state.machine.isLive(generation), state.runTask?.generation == generation {
+                    state.runTask = nil
+                }
+                return action
+            }
+            switch action {
+            case .none:
+                return
+            case .retry(let delay):
+                logger.debug("MonoTask: run \(generation) retries after \(delay)")
+                if delay > .zero {
+                    try? await time.sleep(for: delay)
+                }
+                let proceed = state.withLock { $0.machine.retryDue(generation: generation) }
+                if !proceed { return }
+            case .finish(let waiters, let result, let next):
+                deliver(result, to: waiters)
+                if let next { startRun(next) }
+                return
+            case .startRun(let next):
+                startRun(next)
+                return
+            }
+        }
+    }
+
+    /// One call of the task block.
+    private func attempt() async -> Result<TaskResult, any Error> {
+        switch body {
+        case .async(let task):
+            return await task()
+        case .callback(let task, let queue):
+            let logger = logger
+            return await withUnsafeContinuation { continuation in
+                // UnsafeContinuation is sound here: `once` lets exactly one callback call resume it.
+                let once = OnceFlag()
+                queue.async {
+                    task { result in
+                        if once.claim() {
+                            continuation.resume(returning: result)
+                        } else {
+                            logger.debug("MonoTask: the task block called its callback again; ignored")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    private func deliver(_ result: Result<TaskResult, any Error>, to waiters: [Waiter]) {
+        var callbacks: [ResultCallback] = []
+        for waiter in waiters {
+            switch waiter {
+            case .async(let continuation):
+                continuation.resume(returning: result)
+            case .callback(let callback):
+                callbacks.append(callback)
+            }
+        }
+        if !callbacks.isEmpty {
+            callbackQueue.async { [callbacks] in
+                for callback in callbacks { callback(result) }
+            }
+        }
+    }
+}
+
+extension MonoTask.State {
+    fileprivate mutating func takeRunTask(generation: UInt64) -> Task<Void, Never>? {
+        guard let runTask, runTask.generation == generation else { return nil }
+        self.runTask = nil
+        return runTask.task
+    }
+}
+
+/// A flag that can be claimed once.
+private final class OnceFlag: Sendable {
+    private let claimed = Atomic<Bool>(false)
+
+    /// `true` for the first caller only.
+    func claim() -> Bool {
+        !claimed.exchange(true, ordering: .acquiringAndReleasing)
+    }
+}
+
+private let silentLogger = Logger(label: "TaskKit.MonoTask", factory: { _ in SwiftLogNoOpLogHandler() })

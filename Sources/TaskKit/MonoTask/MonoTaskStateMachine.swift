@@ -1,0 +1,383 @@
+/// The rules of ``MonoTask`` as a pure value type: no locks, no threads, no clocks, no user code.
+///
+/// Every method takes the current time as an offset (`Duration`) from the owner's clock origin,
+/// mutates the state and returns an *action* that the owner performs after releasing its lock:
+/// which waiters to deliver to, which run to start, which run's `Task` to cancel. The owner
+/// (``MonoTask``) keeps one instance inside a `LockedState`.
+///
+/// `Waiter` is whatever the owner needs to deliver a result (a continuation or a callback in
+/// ``MonoTask``; plain values in tests). Each stored waiter is handed back exactly once, by
+/// exactly one of ``attemptFinished(generation:result:now:)`` (final delivery),
+/// ``clearResult(strategy:restartWhenIdle:)`` (`.cancel`) or ``cancelWaiter(_:)``.
+///
+/// Vocabulary:
+/// - A *run* is one logical execution: the first attempt plus its retries. Each run has a unique
+///   *generation*; a run's attempts report with their generation, so a report from a run that
+///   was cancelled or replaced is recognised as stale and ignored.
+/// - An *attempt body* is one call of the user's task block. At most one body is active at any
+///   time, even across a `.cancel`: a cancelled body that is still running is a *zombie*, and the
+///   next run waits (`pendingStart`) until it has returned.
+@usableFromInline
+struct MonoTaskStateMachine<Value: Sendable, Waiter> {
+    @usableFromInline typealias Generation = UInt64
+    @usableFromInline typealias WaiterID = UInt64
+    typealias Strategy = MonoTask<Value>.OngoingExecutionStrategy
+
+    /// The validated configuration.
+    @usableFromInline
+    struct Configuration {
+        /// How long a success stays cached after completion; `nil` means until cleared.
+        @usableFromInline var timeToLive: Duration?
+        /// After this age a cached value is still returned but a background refresh starts.
+        @usableFromInline var refreshAfter: Duration?
+        /// The retry policy of each run.
+        @usableFromInline var retry: RetryCount
+
+        @usableFromInline
+        init(timeToLive: Duration?, refreshAfter: Duration?, retry: RetryCount) {
+            self.timeToLive = timeToLive
+            self.refreshAfter = refreshAfter
+            self.retry = retry
+        }
+    }
+
+    enum Phase: Equatable {
+        /// Created while a cancelled attempt body is still running; starts when it returns.
+        case pendingStart
+        /// An attempt body is running.
+        case running
+        /// Waiting for the backoff delay before the next attempt.
+        case backoff
+    }
+
+    struct Entry {
+        var id: WaiterID
+        var waiter: Waiter
+    }
+
+    @usableFromInline
+    struct Execution {
+        var generation: Generation
+        var phase: Phase
+        /// Waiters served by this run's result, in registration order.
+        var waiters: [Entry]
+        /// `forceUpdate` callers that arrived after this run began: served by the run that follows.
+        /// Non-`nil` (possibly empty) means a follow-up run is requested.
+        var followUp: [Entry]?
+        /// `clearResult(.restart)` arrived: discard this run's result and start a fresh run.
+        var restartPending: Bool
+        var schedule: RetrySchedule
+    }
+
+    @usableFromInline
+    struct Cached {
+        @usableFromInline var value: Value
+        @usableFromInline var storedAt: Duration
+
+        @usableFromInline
+        init(value: Value, storedAt: Duration) {
+            self.value = value
+            self.storedAt = storedAt
+        }
+    }
+
+    // MARK: Actions
+
+    @usableFromInline
+    enum FastPathAction {
+        /// A fresh cached value; start the given run in the background if non-`nil` (refresh).
+        case hit(Value, startRun: Generation?)
+        /// No usable cached value: register a waiter with this identifier.
+        case miss(WaiterID)
+    }
+
+    @usableFromInline
+    enum ExecuteAction {
+        /// A fresh cached value for the caller, who was not stored; maybe start a background refresh.
+        case deliverCached(Value, startRun: Generation?)
+        /// The waiter (if any) was stored; start the given run if non-`nil`.
+        case enqueued(startRun: Generation?)
+        /// The caller's task was already cancelled: not stored; fail it with `CancellationError`.
+        case callerCancelled
+    }
+
+    enum AttemptFinishedAction {
+        /// Nothing to do (for example a stale report from a cancelled run).
+        case none
+        /// Sleep for the delay, then ask ``retryDue(generation:)``.
+        case retry(after: Duration)
+        /// Deliver `result` to `waiters` (registration order); then start `startRun` if non-`nil`.
+        case finish(waiters: [Waiter], result: Result<Value, any Error>, startRun: Generation?)
+        /// Start this run (a restart, or a run that was waiting for a zombie body to return).
+        case startRun(Generation)
+    }
+
+    enum ClearAction {
+        case none
+        /// Start run `generation`; cancel the `Task` of run `cancelRun` if non-`nil`.
+        case startRun(Generation, cancelRun: Generation?)
+        /// Fail `waiters` with ``MonoTask/Errors/executionCancelledDueToClearResult`` and cancel
+        /// the `Task` of run `cancelRun` if non-`nil`.
+        case failWaiters([Waiter], cancelRun: Generation?)
+    }
+
+    // MARK: State
+
+    @usableFromInline let configuration: Configuration
+    @usableFromInline private(set) var cached: Cached?
+    @usableFromInline private(set) var execution: Execution?
+    /// The generation of the most recently created run.
+    private(set) var generation: Generation = 0
+    /// Attempt bodies of cancelled runs that have not returned yet.
+    private(set) var zombieBodies = 0
+    @usableFromInline var lastWaiterID: WaiterID = 0
+    @usableFromInline private(set) var counters = MonoTaskCounters()
+
+    init(configuration: Configuration) {
+        self.configuration = configuration
+    }
+
+    // MARK: Queries
+
+    /// Whether a run exists (started, pending start, or between attempts).
+    var isExecuting: Bool { execution != nil }
+
+    /// Whether run `generation` is the current one.
+    func isLive(_ generation: Generation) -> Bool {
+        execution?.generation == generation
+    }
+
+    /// The cached value if it is still within its time to live at `now`.
+    func currentValue(now: Duration) -> Value? {
+        guard let cached, isFresh(cached, now: now) else { return nil }
+        return cached.value
+    }
+
+    @inlinable
+    func isFresh(_ cached: Cached, now: Duration) -> Bool {
+        guard let ttl = configuration.timeToLive else { return true }
+        return now - cached.storedAt < ttl
+    }
+
+    @inlinable
+    func isRefreshDue(_ cached: Cached, now: Duration) -> Bool {
+        guard let refreshAfter = configuration.refreshAfter else { return false }
+        return now - cached.storedAt >= refreshAfter
+    }
+
+    // MARK: Callers
+
+    /// The lock-held fast path of an async caller: a cache hit, or a waiter identifier to register.
+    @inlinable
+    mutating func fastPath(forceUpdate: Bool, now: Duration) -> FastPathAction {
+        if !forceUpdate, let hit = cacheHit(now: now) {
+            return .hit(hit.value, startRun: hit.startRun)
+        }
+        lastWaiterID &+= 1
+        return .miss(lastWaiterID)
+    }
+
+    /// A new waiter identifier (for a callback caller; async callers get theirs from ``fastPath``).
+    mutating func makeWaiterID() -> WaiterID {
+        lastWaiterID &+= 1
+        return lastWaiterID
+    }
+
+    /// A caller asks for the result. `waiter` is `nil` for fire-and-forget calls.
+    @usableFromInline
+    mutating func execute(
+        waiter: Waiter?, id: WaiterID, forceUpdate: Bool, now: Duration, callerCancelled: Bool = false
+    ) -> ExecuteAction {
+        if !forceUpdate, let hit = cacheHit(now: now) {
+            return .deliverCached(hit.value, startRun: hit.startRun)
+        }
+        if callerCancelled {
+            return .callerCancelled
+        }
+        guard var current = execution else {
+            return .enqueued(startRun: beginRun(waiters: waiter.map { [Entry(id: id, waiter: $0)] } ?? []))
+        }
+        execution = nil  // keep the arrays uniquely referenced while mutating
+        // A forced caller must not get the result of a run that began before its call. A run
+        // still pending its start, or one whose result will be discarded by a restart, is fine.
+        let needsFollowUp = forceUpdate && current.phase != .pendingStart && !current.restartPending
+        if needsFollowUp {
+            var followUp = current.followUp ?? []
+            current.followUp = nil
+            if let waiter { followUp.append(Entry(id: id, waiter: waiter)) }
+            current.followUp = followUp
+        } else if let waiter {
+            current.waiters.append(Entry(id: id, waiter: waiter))
+        }
+        if waiter != nil { counters.mergedCallers += 1 }
+        execution = current
+        return .enqueued(startRun: nil)
+    }
+
+    /// An async caller's task was cancelled: take its waiter out, if still stored.
+    @usableFromInline
+    mutating func cancelWaiter(_ id: WaiterID) -> Waiter? {
+        guard var current = execution else { return nil }
+        if let index = current.waiters.firstIndex(where: { $0.id == id }) {
+            execution = nil
+            let entry = current.waiters.remove(at: index)
+            execution = current
+            counters.callerCancellations += 1
+            return entry.waiter
+        }
+        if let index = current.followUp?.firstIndex(where: { $0.id == id }) {
+            execution = nil
+            let entry = current.followUp!.remove(at: index)
+            execution = current
+            counters.callerCancellations += 1
+            return entry.waiter
+        }
+        return nil
+    }
+
+    // MARK: Runs
+
+    /// An attempt body of run `generation` returned `result`.
+    mutating func attemptFinished(
+        generation finished: Generation, result: Result<Value, any Error>, now: Duration
+    ) -> AttemptFinishedAction {
+        guard var current = execution, current.generation == finished, current.phase == .running else {
+            // A zombie body (its run was cancelled) returned: its result is discarded.
+            if zombieBodies > 0 { zombieBodies -= 1 }
+            if zombieBodies == 0, var pending = execution, pending.phase == .pendingStart {
+                pending.phase = .running
+                execution = pending
+                return .startRun(pending.generation)
+            }
+            return .none
+        }
+        execution = nil
+        if current.restartPending {
+            return .startRun(replaceRun(current))
+        }
+        switch result {
+        case .failure:
+            if let delay = current.schedule.nextDelay() {
+                current.phase = .backoff
+                counters.retries += 1
+                execution = current
+                return .retry(after: delay)
+            }
+        case .success(let value):
+            cached = Cached(value: value, storedAt: now)
+        }
+        let waiters = current.waiters.map(\.waiter)
+        var next: Generation?
+        if let followUp = current.followUp {
+            next = beginRun(waiters: followUp)
+        }
+        return .finish(waiters: waiters, result: result, startRun: next)
+    }
+
+    /// The backoff delay of run `generation` is over: whether its next attempt may start now.
+    mutating func retryDue(generation due: Generation) -> Bool {
+        guard var current = execution, current.generation == due, current.phase == .backoff else {
+            return false
+        }
+        current.phase = .running
+        execution = current
+        return true
+    }
+
+    // MARK: Cache control
+
+    /// `clearResult(ongoingExecutionStrategy:shouldRestartWhenIDLE:)`.
+    mutating func clearResult(strategy: Strategy, restartWhenIdle: Bool) -> ClearAction {
+        cached = nil
+        guard var current = execution else {
+            guard restartWhenIdle else { return .none }
+            guard let started = beginRun(waiters: []) else { return .none }
+            return .startRun(started, cancelRun: nil)
+        }
+        switch strategy {
+        case .allowCompletion:
+            return .none
+        case .restart:
+            switch current.phase {
+            case .pendingStart:
+                return .none  // it has not started: its result will already be fresh
+            case .running:
+                current.restartPending = true
+                execution = current
+                return .none
+            case .backoff:
+                // No body is running: replace the sleeping run with a fresh one right away.
+                execution = nil
+                return .startRun(replaceRun(current), cancelRun: current.generation)
+            }
+        case .cancel:
+            execution = nil
+            counters.cancellations += 1
+            var waiters = current.waiters.map(\.waiter)
+            if let followUp = current.followUp { waiters.append(contentsOf: followUp.lazy.map(\.waiter)) }
+            switch current.phase {
+            case .pendingStart:
+                return .failWaiters(waiters, cancelRun: nil)
+            case .running:
+                zombieBodies += 1
+                return .failWaiters(waiters, cancelRun: current.generation)
+            case .backoff:
+                return .failWaiters(waiters, cancelRun: current.generation)
+            }
+        }
+    }
+
+    // MARK: Helpers
+
+    @inlinable
+    mutating func cacheHit(now: Duration) -> (value: Value, startRun: Generation?)? {
+        guard let cached, isFresh(cached, now: now) else { return nil }
+        counters.recordCacheHit()
+        var startRun: Generation?
+        if execution == nil, isRefreshDue(cached, now: now) {
+            startRun = beginBackgroundRun()
+        }
+        return (cached.value, startRun)
+    }
+
+    /// Creates a run without waiters (a stale-while-revalidate refresh); see ``beginRun(waiters:)``.
+    @usableFromInline
+    mutating func beginBackgroundRun() -> Generation? {
+        beginRun(waiters: [])
+    }
+
+    /// Creates a run with `waiters` (requires `execution == nil`). Returns its generation if it
+    /// may start now, `nil` if it must wait for a zombie body to return.
+    private mutating func beginRun(waiters: [Entry]) -> Generation? {
+        generation &+= 1
+        counters.executions += 1
+        let canStart = zombieBodies == 0
+        execution = Execution(
+            generation: generation,
+            phase: canStart ? .running : .pendingStart,
+            waiters: waiters,
+            followUp: nil,
+            restartPending: false,
+            schedule: configuration.retry.makeSchedule()
+        )
+        return canStart ? generation : nil
+    }
+
+    /// Replaces `old` (already taken out of `execution`) by a fresh run serving all its waiters.
+    private mutating func replaceRun(_ old: Execution) -> Generation {
+        var waiters = old.waiters
+        if let followUp = old.followUp { waiters.append(contentsOf: followUp) }
+        // No body is active here (the old body just returned, or the old run was in backoff).
+        generation &+= 1
+        counters.executions += 1
+        execution = Execution(
+            generation: generation,
+            phase: .running,
+            waiters: waiters,
+            followUp: nil,
+            restartPending: false,
+            schedule: configuration.retry.makeSchedule()
+        )
+        return generation
+    }
+}

@@ -1,0 +1,27 @@
+/// The clock of a ``MonoTask`` with its type erased, measuring time as offsets from the moment
+/// the task was created (so the state machine works with plain `Duration`s).
+@usableFromInline
+protocol MonoTaskTimeSource: Sendable {
+    /// Time elapsed since the origin.
+    func now() -> Duration
+    /// Sleeps for `duration`; throws `CancellationError` when the calling task is cancelled.
+    func sleep(for duration: Duration) async throws
+}
+
+struct ClockTimeSource<C: Clock<Duration>>: MonoTaskTimeSource {
+    let clock: C
+    let origin: C.Instant
+
+    init(_ clock: C) {
+        self.clock = clock
+        self.origin = clock.now
+    }
+
+    func now() -> Duration {
+        origin.duration(to: clock.now)
+    }
+
+    func sleep(for duration: Duration) async throws {
+        try await clock.sleep(until: clock.now.advanced(by: duration), tolerance: nil)
+    }
+}

@@ -1,0 +1,117 @@
+import Foundation
+
+/// How many times a failed operation is retried, and how long to wait before each retry.
+///
+/// Shared by ``MonoTask``, ``TaskManager`` and the HTTP retry policy.
+///
+/// - ``never``: one attempt, no retry.
+/// - ``count(count:intervalProxy:)``: exactly `count` retries, so `count + 1` attempts in all.
+/// - ``infinity(intervalProxy:)``: retry until success (or until the owner stops it).
+///
+/// An integer literal reads as a retry count: `0` is ``never``, `3` is three retries with no
+/// delay between them.
+///
+/// ```swift
+/// let retry: RetryCount = .count(
+///     count: 3,
+///     intervalProxy: .exponentialBackoff(initialTimeInterval: 0.5, scaleRate: 2).capped(at: 5)
+/// )
+/// ```
+public enum RetryCount: Sendable, Hashable, ExpressibleByIntegerLiteral {
+    /// No retry: the first failure is final.
+    case never
+    /// Exactly `count` retries (`count + 1` attempts), waiting as `intervalProxy` says before each.
+    case count(count: Int, intervalProxy: IntervalProxy = .fixed(timeInterval: 0))
+    /// Unlimited retries, waiting as `intervalProxy` says before each.
+    case infinity(intervalProxy: IntervalProxy = .fixed(timeInterval: 0))
+
+    /// `0` is ``never``; `n > 0` is `.count(count: n)` with no delay. A negative literal is rejected.
+    public init(integerLiteral value: Int) {
+        precondition(value >= 0, "RetryCount: count must be >= 0, got \(value)")
+        self = value == 0 ? .never : .count(count: value)
+    }
+
+    /// The maximum number of retries, or `nil` when unlimited.
+    public var maximumRetries: Int? {
+        switch self {
+        case .never: return 0
+        case .count(let count, _):
+            precondition(count >= 0, "RetryCount: count must be >= 0, got \(count)")
+            return count
+        case .infinity: return nil
+        }
+    }
+
+    /// The interval proxy, or `nil` for ``never``.
+    public var intervalProxy: IntervalProxy? {
+        switch self {
+        case .never: return nil
+        case .count(_, let proxy), .infinity(let proxy): return proxy
+        }
+    }
+
+    /// Whether another retry is allowed after `retriesSoFar` retries have been made.
+    public func allowsRetry(after retriesSoFar: Int) -> Bool {
+        guard let maximumRetries else { return true }
+        return retriesSoFar < maximumRetries
+    }
+
+    /// A fresh schedule that hands out the delay of each successive retry.
+    public func makeSchedule() -> RetrySchedule {
+        RetrySchedule(policy: self)
+    }
+}
+
+/// The running state of one retry sequence: how many retries were made and the last delay.
+///
+/// A value type with no locking: the owner keeps it inside its own state (a state machine, a
+/// task) and asks it, after each failure, whether and how long to wait.
+///
+/// ```swift
+/// var schedule = RetryCount.count(count: 2, intervalProxy: .fixed(timeInterval: 1)).makeSchedule()
+/// schedule.nextDelay() // 1 s
+/// schedule.nextDelay() // 1 s
+/// schedule.nextDelay() // nil: no retries left
+/// ```
+public struct RetrySchedule: Sendable, Hashable {
+    /// The policy this schedule follows.
+    public let policy: RetryCount
+    /// The number of retries handed out so far.
+    public private(set) var retriesMade: Int = 0
+    /// The last delay handed out, in seconds.
+    public private(set) var lastTimeInterval: TimeInterval?
+
+    /// Creates a schedule at its start.
+    public init(policy: RetryCount) {
+        _ = policy.maximumRetries  // validates a negative count early
+        self.policy = policy
+    }
+
+    /// Whether another retry is allowed.
+    public var canRetry: Bool { policy.allowsRetry(after: retriesMade) }
+
+    /// Consumes one retry and returns the delay before it, or `nil` when no retry is left.
+    public mutating func nextDelay() -> Duration? {
+        var generator = SystemRandomNumberGenerator()
+        return nextDelay(using: &generator)
+    }
+
+    /// Consumes one retry and returns the delay before it, drawing jitter from `generator`.
+    public mutating func nextDelay(using generator: inout some RandomNumberGenerator) -> Duration? {
+        guard canRetry, let proxy = policy.intervalProxy else { return nil }
+        retriesMade += 1
+        let interval = proxy.timeInterval(forRetry: retriesMade, previous: lastTimeInterval, using: &generator)
+        lastTimeInterval = interval
+        return Duration(timeInterval: interval)
+    }
+
+    /// Consumes one retry with an explicit minimum delay (for example a server's `Retry-After`),
+    /// still bounded by the proxy's cap. Returns `nil` when no retry is left.
+    public mutating func nextDelay(atLeast minimum: TimeInterval) -> Duration? {
+        guard let delay = nextDelay() else { return nil }
+        let cap = policy.intervalProxy?.maximumTimeInterval ?? .greatestFiniteMagnitude
+        let chosen = min(max(delay.timeInterval, minimum), cap)
+        lastTimeInterval = chosen
+        return Duration(timeInterval: chosen)
+    }
+}

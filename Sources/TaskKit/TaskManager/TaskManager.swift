@@ -1,0 +1,176 @@
+import Dispatch
+import Logging
+
+/// Runs ``ManagedTask``s with handles, delayed starts, deadlines, a concurrency limit,
+/// interceptors and reactors, on Swift concurrency (no thread is ever blocked).
+///
+/// The life of a task added with ``add(task:startImmediately:after:timeout:completeOn:completion:)``:
+///
+/// 1. **Start**: at once, after its `after:` delay, or when ``TaskHandle/start()`` is called.
+///    Its deadline (`timeout:` or ``ManagedTask/timeout``) starts counting then.
+/// 2. **Interception**: every ``Interceptor`` sees it, in order, one task at a time; the
+///    combined ``InterceptCommand`` executes it, holds it in a batch, or discards it. While a
+///    reaction with ``ReactorConfiguration/suspendsTaskQueue`` runs, tasks wait *before*
+///    interception.
+/// 3. **Execution**: when fewer than `maxConcurrentTasks` tasks execute and the queue is not
+///    suspended, each interceptor's ``Interceptor/adapt(task:)`` runs, then the task's
+///    ``ManagedTask/execute()``, in a new Swift task.
+/// 4. **Reaction**: every ``Reactor`` is asked whether the result calls for it; matching
+///    reactions run (or are joined), after which the task runs again (requeue) or delivers.
+/// 5. **Completion**: the caller's completion is called once, on `completeOn` if given, never
+///    under a lock.
+///
+/// Cancelling (``TaskHandle/cancel()``), a passed deadline, a `discard`, or the failure of a
+/// reactor that requeued the task end it at any step: ``ManagedTask/didCancel(with:)`` runs,
+/// then the completion receives the ``TaskError``; a result arriving later is dropped.
+public final class TaskManager: Sendable {
+    /// A manager with no interceptors, no reactors and no concurrency limit.
+    public static let shared = TaskManager()
+
+    let storage: TaskManagerStorage
+
+    /// The interceptors, in the order they see each task.
+    public var interceptors: [any Interceptor] { storage.interceptors }
+
+    /// The reactors, in the order they are asked about each result.
+    public var reactors: [any Reactor] { storage.reactors }
+
+    /// Creates a manager.
+    ///
+    /// - Parameters:
+    ///   - interceptors: see every task before it executes, in this order.
+    ///   - reactors: are asked about every result, in this order. Their
+    ///     ``Reactor/configuration`` is read once, here.
+    ///   - maxConcurrentTasks: the most tasks executing at once; `nil` (the default) for no limit.
+    ///   - clock: the clock for `after:` delays, deadlines and reactor timeouts.
+    ///   - logger: receives trace and debug messages; silent by default.
+    /// - Precondition: `maxConcurrentTasks`, when given, is at least 1.
+    public init(
+        interceptors: [any Interceptor] = [],
+        reactors: [any Reactor] = [],
+        maxConcurrentTasks: Int? = nil,
+        clock: any Clock<Duration> = ContinuousClock(),
+        logger: Logger = Logger(label: "TaskKit.TaskManager", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) {
+        if let maxConcurrentTasks {
+            precondition(
+                maxConcurrentTasks >= 1,
+                "TaskManager: maxConcurrentTasks must be >= 1 or nil, got \(maxConcurrentTasks)"
+            )
+        }
+        storage = TaskManagerStorage(
+            interceptors: interceptors, reactors: reactors, maxConcurrentTasks: maxConcurrentTasks,
+            clock: clock, logger: logger
+        )
+    }
+
+    /// Adds a task and returns its handle.
+    ///
+    /// - Parameters:
+    ///   - task: the task.
+    ///   - startImmediately: when `false`, the task waits for ``TaskHandle/start()`` (and is not
+    ///     covered by ``waitTillAllTasksFinished()`` until then).
+    ///   - after: a delay, measured on the manager's clock from the start, before the task is
+    ///     intercepted and queued. `nil` or zero: none.
+    ///   - timeout: the task's deadline from its start (after the delay) to its completion,
+    ///     overriding ``ManagedTask/timeout``. When it passes the task ends with
+    ///     ``TaskError/timedOut``.
+    ///   - completeOn: the queue the completion is called on; `nil` calls it on whichever thread
+    ///     finished the task.
+    ///   - completion: receives the task's result or error, exactly once.
+    /// - Precondition: `after` is not negative; `timeout`, when given, is greater than zero.
+    @discardableResult
+    public func add<T: ManagedTask>(
+        task: T,
+        startImmediately: Bool = true,
+        after: Duration? = nil,
+        timeout: Duration? = nil,
+        completeOn: DispatchQueue? = nil,
+        completion: (@Sendable (Result<T.SuccessValue, any Error>) -> Void)? = nil
+    ) -> TaskHandle {
+        if let after {
+            precondition(after >= .zero, "TaskManager.add: after must be >= 0, got \(after)")
+        }
+        if let timeout {
+            precondition(timeout > .zero, "TaskManager.add: timeout must be > 0, got \(timeout)")
+        }
+        let box = TaskBox(task: task, timeout: timeout, queue: completeOn, completion: completion)
+        return storage.add(box, startImmediately: startImmediately, delay: after)
+    }
+
+    /// Adds a task, starts it, and returns its result (or throws its error).
+    ///
+    /// Cancelling the calling Swift task cancels the managed task, which then throws
+    /// ``TaskError/cancelled`` (unless its result was already delivered).
+    ///
+    /// - Parameters: as for ``add(task:startImmediately:after:timeout:completeOn:completion:)``.
+    /// - Throws: the task's error, an adapter's error, or a ``TaskError``.
+    public func value<T: ManagedTask>(
+        of task: T, after: Duration? = nil, timeout: Duration? = nil
+    ) async throws -> T.SuccessValue {
+        let slot = ResultSlot<T.SuccessValue>()
+        let handle = add(task: task, startImmediately: false, after: after, timeout: timeout) { result in
+            slot.fill(result)
+        }
+        return try await withTaskCancellationHandler {
+            handle.start()
+            return try await slot.value()
+        } onCancel: {
+            handle.cancel()
+        }
+    }
+
+    /// Suspends until every started task has finished: delayed, queued, held by an interceptor,
+    /// executing, reacting or requeued. Tasks added with `startImmediately: false` and not
+    /// started are not waited for; tasks added while waiting are. Returns at once when there is
+    /// nothing to wait for, or when the calling Swift task is cancelled.
+    public func waitTillAllTasksFinished() async {
+        await storage.waitTillAllTasksFinished()
+    }
+}
+
+/// A result delivered once, awaited once, in either order.
+final class ResultSlot<Value: Sendable>: Sendable {
+    private enum State {
+        case empty
+        case waiting(CheckedContinuation<Value, any Error>)
+        case filled(Result<Value, any Error>)
+        case done
+    }
+
+    private let state = LockedState(State.empty)
+
+    func fill(_ result: Result<Value, any Error>) {
+        let continuation = state.withLock { state -> CheckedContinuation<Value, any Error>? in
+            switch state {
+            case .empty:
+                state = .filled(result)
+                return nil
+            case .waiting(let continuation):
+                state = .done
+                return continuation
+            case .filled, .done:
+                return nil
+            }
+        }
+        continuation?.resume(with: result)
+    }
+
+    func value() async throws -> Value {
+        try await withCheckedThrowingContinuation { continuation in
+            let ready = state.withLock { state -> Result<Value, any Error>? in
+                switch state {
+                case .empty:
+                    state = .waiting(continuation)
+                    return nil
+                case .filled(let result):
+                    state = .done
+                    return result
+                case .waiting, .done:
+                    preconditionFailure("ResultSlot awaited twice")
+                }
+            }
+            if let ready { continuation.resume(with: ready) }
+        }
+    }
+}

@@ -1,0 +1,666 @@
+import DequeModule
+
+/// The whole bookkeeping of a ``TaskManager``, as a pure value type.
+///
+/// Every method is an event (a task added, started, cancelled, a timer fired, an execution or a
+/// reaction finished…); it updates the state and returns the *actions* the owner must perform
+/// after releasing its lock (run interceptors, spawn an execution, deliver a result, start a
+/// reaction, cancel a job, resume waiters…). Nothing here runs user code or touches a thread,
+/// so every rule is tested without concurrency.
+///
+/// `Payload` is what the owner needs to act on a task (the type-erased task and its completion);
+/// `Job` is a cancellable unit the owner spawned (a Swift `Task`), kept so that it can be
+/// cancelled.
+struct TaskManagerStateMachine<Payload, Job> {
+    /// Why the machine ends a task without its own result.
+    enum Termination: Sendable {
+        case cancelled
+        case timedOut
+        case discarded
+        /// The reactor at this index, which was to requeue the task, failed with `error`.
+        case reactorFailed(reactor: Int, error: any Error)
+        /// The reactor at this index, which was to requeue the task, timed out.
+        case reactorTimedOut(reactor: Int)
+    }
+
+    /// What a spawned timer is for.
+    enum TimerKind: Hashable, Sendable {
+        case delay
+        case deadline
+    }
+
+    /// What the owner must do, in order, after unlocking.
+    enum Action {
+        /// Sleep `duration` on the clock, then report ``TaskManagerStateMachine/timerFired(id:kind:)``;
+        /// register the sleeping job with ``registerTimer(id:kind:job:)``.
+        case startTimer(id: Int, kind: TimerKind, duration: Duration)
+        /// Run the interceptors on the task (their batch counts are given, by interceptor) and
+        /// report ``interceptionFinished(id:verdict:)``.
+        case intercept(id: Int, payload: Payload, batchCounts: [Int])
+        /// Run (adapt and) execute the task, store its result in the payload, and report
+        /// ``executionFinished(id:attempt:reactable:)``; make the job cancellable through the
+        /// payload (``cancelExecution(payload:)``).
+        case execute(id: Int, payload: Payload, attempt: Int)
+        /// Ask the reactors about the stored result and report ``reactorsEvaluated(id:attempt:matched:)``.
+        case evaluateReactors(id: Int, payload: Payload, attempt: Int)
+        /// Deliver the stored result to the caller, then (once the caller's completion has
+        /// returned, wherever it runs) report ``deliveriesReturned(_:)``.
+        case deliver(payload: Payload)
+        /// Tell the task it ended (`didCancel`), then complete the caller with the error, then
+        /// report ``deliveriesReturned(_:)`` as for ``deliver(payload:)``.
+        case terminate(payload: Payload, reason: Termination)
+        /// Run reactor `reactor` as reaction `generation`; register its job with
+        /// ``registerReaction(reactor:generation:job:)``, and if it has a timeout start a timer
+        /// that reports ``reactionTimedOut(reactor:generation:)``.
+        case startReaction(reactor: Int, generation: Int)
+        /// Cancel the job running the task's current execution: the task ended while executing.
+        case cancelExecution(payload: Payload)
+        /// Cancel a job that is no longer wanted.
+        case cancel(Job)
+        /// Resume these `waitTillAllTasksFinished` waiters.
+        case resumeWaiters([Int])
+    }
+
+    /// The actions of one event, in order. Most events yield at most three, which are stored
+    /// inline; only longer lists allocate.
+    struct ActionList: Sequence, ExpressibleByArrayLiteral {
+        private var first: Action?
+        private var second: Action?
+        private var third: Action?
+        private var overflow: [Action] = []
+        /// The number of actions.
+        private(set) var count = 0
+
+        init() {}
+
+        init(arrayLiteral elements: Action...) {
+            for element in elements { append(element) }
+        }
+
+        var isEmpty: Bool { count == 0 }
+
+        mutating func append(_ action: Action) {
+            switch count {
+            case 0: first = action
+            case 1: second = action
+            case 2: third = action
+            default: overflow.append(action)
+            }
+            count += 1
+        }
+
+        mutating func append(contentsOf other: ActionList) {
+            for action in other { append(action) }
+        }
+
+        struct Iterator: IteratorProtocol {
+            let list: ActionList
+            var index = 0
+
+            mutating func next() -> Action? {
+                defer { index += 1 }
+                switch index {
+                case 0 where list.count > 0: return list.first
+                case 1 where list.count > 1: return list.second
+                case 2 where list.count > 2: return list.third
+                case let position where position < list.count: return list.overflow[position - 3]
+                default: return nil
+                }
+            }
+        }
+
+        func makeIterator() -> Iterator { Iterator(list: self) }
+    }
+
+    private enum Phase: Equatable {
+        /// Added with `startImmediately: false`, not started.
+        case notStarted
+        /// Started, waiting for its `after:` delay.
+        case delayed
+        /// Waiting for interception.
+        case queued
+        /// The interceptors are looking at it.
+        case intercepting
+        /// The interceptors are done and their verdict is being applied (never left in this
+        /// phase after an event). A termination applies at once from here.
+        case intercepted
+        /// Parked in an interceptor's batch.
+        case held(interceptor: Int)
+        /// Intercepted (or needing no interception), waiting for a slot.
+        case ready
+        /// Executing.
+        case executing
+        /// Its result is with the reactors' `shouldExecute`.
+        case evaluating
+        /// Waiting for the reactions it triggered.
+        case reacting
+    }
+
+    /// What every task needs at every step; kept small because the hot path reads and writes
+    /// it in place in `entries`. Rarely needed state lives in the side tables below.
+    private struct Entry {
+        var payload: Payload
+        var phase: Phase
+        var needsInterception: Bool
+        /// Counts executions; a report from an older execution is stale.
+        var attempt = 0
+        /// Matches the queue slot holding this task; older slots are stale.
+        var ticket = 0
+        var deadlineTimer: Job?
+    }
+
+    /// The `after:` delay and deadline of a task not started yet (or waiting for its delay).
+    private struct Schedule {
+        var delay: Duration?
+        var timeout: Duration?
+    }
+
+    /// What a reacting task waits for.
+    private struct ReactionWait {
+        /// The reactions it waits for.
+        var awaited: [Int]
+        /// Whether one of them requeues it.
+        var requeue: Bool
+        /// Whether a requeueing one asks for re-interception.
+        var reintercept: Bool
+    }
+
+    private struct Reaction {
+        var generation: Int
+        /// The tasks that triggered or joined this run, in order.
+        var tasks: [Int]
+        var job: Job?
+        var timer: Job?
+    }
+
+    private let interceptorCount: Int
+    private let reactorConfigurations: [ReactorConfiguration]
+    private let maximumRunning: Int
+
+    private var entries: [Int: Entry] = [:]
+    /// Side tables, by task identifier, holding state only some tasks have at some steps.
+    private var schedules: [Int: Schedule] = [:]
+    private var delayTimers: [Int: Job] = [:]
+    /// Terminations that arrived while the interceptors were looking at the task.
+    private var deferredTerminations: [Int: Termination] = [:]
+    private var reactionWaits: [Int: ReactionWait] = [:]
+    private var nextID = 1
+    private var nextTicket = 1
+    private var interceptionQueue: Deque<(id: Int, ticket: Int)> = []
+    private var readyQueue: Deque<(id: Int, ticket: Int)> = []
+    private var batches: [[Int]]
+    /// `batches[i].count`, kept as its own array so an interception can take a snapshot without
+    /// allocating (copy-on-write copies it only if a batch changes while a snapshot is alive).
+    private var batchCounts: [Int]
+    private var interceptionInProgress = false
+    private var reactions: [Reaction?]
+    private var nextGeneration = 1
+    private var suspensions = 0
+    /// Started tasks not yet finished (what `waitTillAllTasksFinished` waits for).
+    private var activeCount = 0
+    /// Deliveries (`deliver` and `terminate` actions) whose completion has not returned yet:
+    /// waiters also wait for them, so that every completion has run when they resume.
+    private var deliveriesInFlight = 0
+    private var waiters: [Int] = []
+
+    /// The number of tasks executing now.
+    private(set) var runningCount = 0
+
+    /// Creates the machine.
+    ///
+    /// - Parameters:
+    ///   - interceptorCount: how many interceptors the manager has.
+    ///   - reactorConfigurations: each reactor's configuration, by index.
+    ///   - maxConcurrentTasks: the most executions at once; `nil` for no limit.
+    init(interceptorCount: Int, reactorConfigurations: [ReactorConfiguration], maxConcurrentTasks: Int?) {
+        self.interceptorCount = interceptorCount
+        self.reactorConfigurations = reactorConfigurations
+        self.maximumRunning = maxConcurrentTasks ?? Int.max
+        self.batches = Array(repeating: [], count: interceptorCount)
+        self.batchCounts = Array(repeating: 0, count: interceptorCount)
+        self.reactions = Array(repeating: nil, count: reactorConfigurations.count)
+    }
+
+    // MARK: - Queries
+
+    /// The state a handle reports for task `id`.
+    func state(of id: Int) -> TaskState {
+        guard let entry = entries[id] else { return .finished }
+        switch entry.phase {
+        case .notStarted, .delayed, .queued, .intercepting, .intercepted, .held, .ready: return .pending
+        case .executing, .evaluating, .reacting: return .executing
+        }
+    }
+
+    /// How many tasks interceptor `index` holds.
+    func batchCount(of index: Int) -> Int {
+        assert(batchCounts[index] == batches[index].count, "batch count out of step")
+        return batchCounts[index]
+    }
+
+    /// Whether a suspending reaction is in flight.
+    var isSuspended: Bool { suspensions > 0 }
+
+    /// Whether reactor `index` is running.
+    func isReacting(_ index: Int) -> Bool { reactions[index] != nil }
+
+    /// Started tasks not finished yet.
+    var unfinishedCount: Int { activeCount }
+
+    /// The tasks recorded by reactor `index`'s running reaction (empty when it is not running).
+    func reactionTasks(of index: Int) -> [Int] { reactions[index]?.tasks ?? [] }
+
+    /// Deliveries whose completion has not returned yet.
+    var pendingDeliveries: Int { deliveriesInFlight }
+
+    /// How many `waitTillAllTasksFinished` waiters are stored.
+    var waiterCount: Int { waiters.count }
+
+    /// Whether every queue, batch and record is empty (nothing registered at all).
+    var isIdle: Bool {
+        entries.isEmpty && schedules.isEmpty && delayTimers.isEmpty && deferredTerminations.isEmpty
+            && reactionWaits.isEmpty && runningCount == 0 && batches.allSatisfy(\.isEmpty)
+            && reactions.allSatisfy { $0 == nil } && suspensions == 0 && !interceptionInProgress
+    }
+
+    // MARK: - Tasks
+
+    /// Registers a task; starts it unless `startImmediately` is false.
+    mutating func add(
+        payload: Payload, startImmediately: Bool, delay: Duration?, timeout: Duration?
+    ) -> (id: Int, actions: ActionList) {
+        let id = nextID
+        nextID += 1
+        entries[id] = Entry(payload: payload, phase: .notStarted, needsInterception: interceptorCount > 0)
+        var actions = ActionList()
+        if startImmediately {
+            start(id, schedule: Schedule(delay: delay, timeout: timeout), into: &actions)
+        } else if delay != nil || timeout != nil {
+            schedules[id] = Schedule(delay: delay, timeout: timeout)
+        }
+        return (id, actions)
+    }
+
+    /// Starts a task added with `startImmediately: false`. Harmless in any other state.
+    mutating func start(id: Int) -> ActionList {
+        var actions = ActionList()
+        guard entries[id]?.phase == .notStarted else { return actions }
+        let schedule = schedules.isEmpty ? nil : schedules.removeValue(forKey: id)
+        start(id, schedule: schedule ?? Schedule(), into: &actions)
+        return actions
+    }
+
+    /// Cancels a task, whatever its state. Harmless once it finished.
+    mutating func cancel(id: Int) -> ActionList {
+        var actions = ActionList()
+        terminate(id, .cancelled, into: &actions)
+        pump(into: &actions)
+        return actions
+    }
+
+    /// Records a spawned timer; returns `true` when it is no longer wanted (cancel it).
+    mutating func registerTimer(id: Int, kind: TimerKind, job: Job) -> Bool {
+        guard let index = entries.index(forKey: id) else { return true }
+        switch kind {
+        case .delay:
+            guard entries.values[index].phase == .delayed else { return true }
+            delayTimers[id] = job
+        case .deadline:
+            entries.values[index].deadlineTimer = job
+        }
+        return false
+    }
+
+    /// A timer of task `id` fired.
+    mutating func timerFired(id: Int, kind: TimerKind) -> ActionList {
+        guard let index = entries.index(forKey: id) else { return [] }
+        var actions = ActionList()
+        switch kind {
+        case .delay:
+            guard entries.values[index].phase == .delayed else { return [] }
+            delayTimers[id] = nil
+            let timeout = schedules.removeValue(forKey: id)?.timeout
+            beginRunning(id, timeout: timeout, into: &actions)
+        case .deadline:
+            entries.values[index].deadlineTimer = nil
+            terminate(id, .timedOut, into: &actions)
+        }
+        pump(into: &actions)
+        return actions
+    }
+
+    /// The interceptors are done with task `id`; `verdict` combines their commands.
+    mutating func interceptionFinished(id: Int, verdict: InterceptVerdict) -> ActionList {
+        precondition(interceptionInProgress, "interceptionFinished without an interception")
+        interceptionInProgress = false
+        var actions = ActionList()
+        guard let index = entries.index(forKey: id), entries.values[index].phase == .intercepting else {
+            pump(into: &actions)
+            return actions
+        }
+        // Leave `intercepting` first: `terminate` defers anything that finds the task there, so
+        // a deferred termination or a discard applied in that phase would never complete it.
+        entries.values[index].phase = .intercepted
+        entries.values[index].needsInterception = false
+        for interceptor in verdict.releasing where !batches[interceptor].isEmpty {
+            // Identifiers grow in add order; a batch may be out of order after a requeue.
+            for heldID in batches[interceptor].sorted() {
+                entries[heldID]!.needsInterception = false
+                enqueueReady(heldID)
+            }
+            batches[interceptor].removeAll()
+            batchCounts[interceptor] = 0
+        }
+        if !deferredTerminations.isEmpty, let deferred = deferredTerminations.removeValue(forKey: id) {
+            terminate(id, deferred, into: &actions)
+        } else {
+            switch verdict.decision {
+            case .execute:
+                enqueueReady(id)
+            case .hold(let interceptor):
+                entries[id]!.phase = .held(interceptor: interceptor)
+                batches[interceptor].append(id)
+                batchCounts[interceptor] += 1
+            case .discard:
+                terminate(id, .discarded, into: &actions)
+            }
+        }
+        pump(into: &actions)
+        return actions
+    }
+
+    /// Attempt `attempt` of task `id` finished and its result is stored in the payload.
+    /// `reactable` is false when the result must skip the reactors (an adapter failed).
+    mutating func executionFinished(id: Int, attempt: Int, reactable: Bool) -> ActionList {
+        guard let index = entries.index(forKey: id), entries.values[index].phase == .executing,
+            entries.values[index].attempt == attempt
+        else { return [] }
+        var actions = ActionList()
+        runningCount -= 1
+        if reactable && !reactorConfigurations.isEmpty {
+            entries.values[index].phase = .evaluating
+            actions.append(.evaluateReactors(id: id, payload: entries.values[index].payload, attempt: attempt))
+        } else {
+            finish(id, into: &actions)
+        }
+        pump(into: &actions)
+        return actions
+    }
+
+    /// The reactors at indices `matched` asked to react to attempt `attempt` of task `id`.
+    mutating func reactorsEvaluated(id: Int, attempt: Int, matched: [Int]) -> ActionList {
+        guard let entry = entries[id], entry.phase == .evaluating, entry.attempt == attempt else { return [] }
+        var actions = ActionList()
+        if matched.isEmpty {
+            finish(id, into: &actions)
+            pump(into: &actions)
+            return actions
+        }
+        var requeue = false
+        var reintercept = false
+        for index in matched {
+            let configuration = reactorConfigurations[index]
+            if configuration.requeuesTask {
+                requeue = true
+                if configuration.reinterceptOnRequeue && interceptorCount > 0 { reintercept = true }
+            }
+            if reactions[index] != nil {
+                reactions[index]!.tasks.append(id)
+            } else {
+                let generation = nextGeneration
+                nextGeneration += 1
+                reactions[index] = Reaction(generation: generation, tasks: [id])
+                if configuration.suspendsTaskQueue { suspensions += 1 }
+                actions.append(.startReaction(reactor: index, generation: generation))
+            }
+        }
+        entries[id]!.phase = .reacting
+        reactionWaits[id] = ReactionWait(awaited: matched, requeue: requeue, reintercept: reintercept)
+        return actions
+    }
+
+    /// Records the job and (optional) timer of reaction `generation` of reactor `reactor`;
+    /// returns `true` when the reaction is already over (cancel them).
+    mutating func registerReaction(reactor: Int, generation: Int, job: Job?, timer: Job?) -> Bool {
+        guard reactions[reactor]?.generation == generation else { return true }
+        if let job { reactions[reactor]!.job = job }
+        if let timer { reactions[reactor]!.timer = timer }
+        return false
+    }
+
+    /// Reaction `generation` of reactor `reactor` finished, with `error` if it threw.
+    mutating func reactionFinished(reactor: Int, generation: Int, error: (any Error)?) -> ActionList {
+        endReaction(reactor: reactor, generation: generation, outcome: error.map { .reactorFailed(reactor: reactor, error: $0) })
+    }
+
+    /// Reaction `generation` of reactor `reactor` exceeded its timeout.
+    mutating func reactionTimedOut(reactor: Int, generation: Int) -> ActionList {
+        endReaction(reactor: reactor, generation: generation, outcome: .reactorTimedOut(reactor: reactor))
+    }
+
+    // MARK: - Waiting for all
+
+    /// Adds waiter `waiter`; returns `true` when no started task is unfinished and no completion
+    /// is running (resume it now, it was not stored).
+    mutating func addWaiter(_ waiter: Int) -> Bool {
+        if activeCount == 0 && deliveriesInFlight == 0 { return true }
+        waiters.append(waiter)
+        return false
+    }
+
+    /// The completions of `count` `deliver` or `terminate` actions returned (the owner may
+    /// report them in bulk, and late; `count` may be zero).
+    mutating func deliveriesReturned(_ count: Int) -> ActionList {
+        precondition(count >= 0 && count <= deliveriesInFlight, "deliveriesReturned(\(count)) with \(deliveriesInFlight) in flight")
+        deliveriesInFlight -= count
+        var actions = ActionList()
+        resumeWaitersIfDone(into: &actions)
+        return actions
+    }
+
+    /// Removes waiter `waiter` (its Swift task was cancelled); returns whether it was stored.
+    mutating func removeWaiter(_ waiter: Int) -> Bool {
+        guard let index = waiters.firstIndex(of: waiter) else { return false }
+        waiters.remove(at: index)
+        return true
+    }
+
+    // MARK: - Rules
+
+    private mutating func start(_ id: Int, schedule: Schedule, into actions: inout ActionList) {
+        activeCount += 1
+        if let delay = schedule.delay, delay > .zero {
+            entries[id]!.phase = .delayed
+            if let timeout = schedule.timeout { schedules[id] = Schedule(timeout: timeout) }
+            actions.append(.startTimer(id: id, kind: .delay, duration: delay))
+        } else {
+            beginRunning(id, timeout: schedule.timeout, into: &actions)
+        }
+        pump(into: &actions)
+    }
+
+    /// The task's start time has come: arm its deadline and queue it.
+    private mutating func beginRunning(_ id: Int, timeout: Duration?, into actions: inout ActionList) {
+        if let timeout {
+            actions.append(.startTimer(id: id, kind: .deadline, duration: timeout))
+        }
+        enqueue(id)
+    }
+
+    private mutating func enqueue(_ id: Int) {
+        let index = entries.index(forKey: id)!
+        let ticket = nextTicket
+        nextTicket += 1
+        entries.values[index].ticket = ticket
+        if entries.values[index].needsInterception {
+            entries.values[index].phase = .queued
+            interceptionQueue.append((id, ticket))
+        } else {
+            entries.values[index].phase = .ready
+            readyQueue.append((id, ticket))
+        }
+    }
+
+    private mutating func enqueueReady(_ id: Int) {
+        let index = entries.index(forKey: id)!
+        let ticket = nextTicket
+        nextTicket += 1
+        entries.values[index].phase = .ready
+        entries.values[index].ticket = ticket
+        readyQueue.append((id, ticket))
+    }
+
+    /// Starts whatever may start: executions up to the limit, then one interception.
+    private mutating func pump(into actions: inout ActionList) {
+        guard suspensions == 0 else { return }
+        while runningCount < maximumRunning, let (id, ticket) = readyQueue.popFirst() {
+            guard let index = entries.index(forKey: id), entries.values[index].phase == .ready,
+                entries.values[index].ticket == ticket
+            else { continue }
+            entries.values[index].phase = .executing
+            entries.values[index].attempt += 1
+            runningCount += 1
+            actions.append(.execute(id: id, payload: entries.values[index].payload, attempt: entries.values[index].attempt))
+        }
+        guard !interceptionInProgress, runningCount < maximumRunning else { return }
+        while let (id, ticket) = interceptionQueue.popFirst() {
+            guard let index = entries.index(forKey: id), entries.values[index].phase == .queued,
+                entries.values[index].ticket == ticket
+            else { continue }
+            entries.values[index].phase = .intercepting
+            interceptionInProgress = true
+            actions.append(.intercept(id: id, payload: entries.values[index].payload, batchCounts: batchCounts))
+            return
+        }
+    }
+
+    /// Delivers the task's stored result and forgets it.
+    private mutating func finish(_ id: Int, into actions: inout ActionList) {
+        guard let entry = entries.removeValue(forKey: id) else { return }
+        if !reactionWaits.isEmpty { reactionWaits[id] = nil }
+        if let timer = entry.deadlineTimer { actions.append(.cancel(timer)) }
+        actions.append(.deliver(payload: entry.payload))
+        deliveriesInFlight += 1
+        taskEnded(into: &actions)
+    }
+
+    /// Ends the task with `reason` (deferred while it is being intercepted).
+    private mutating func terminate(_ id: Int, _ reason: Termination, into actions: inout ActionList) {
+        guard let entry = entries[id] else { return }
+        switch entry.phase {
+        case .intercepting:
+            if deferredTerminations[id] == nil { deferredTerminations[id] = reason }
+            return
+        case .held(let index):
+            batches[index].removeAll { $0 == id }
+            batchCounts[index] -= 1
+        case .executing:
+            runningCount -= 1
+            actions.append(.cancelExecution(payload: entry.payload))
+        case .reacting:
+            for index in reactionWaits.removeValue(forKey: id)?.awaited ?? [] {
+                reactions[index]?.tasks.removeAll { $0 == id }
+            }
+        case .notStarted, .delayed, .queued, .intercepted, .ready, .evaluating:
+            break
+        }
+        entries[id] = nil
+        if !schedules.isEmpty { schedules[id] = nil }
+        if !delayTimers.isEmpty, let timer = delayTimers.removeValue(forKey: id) { actions.append(.cancel(timer)) }
+        if let timer = entry.deadlineTimer { actions.append(.cancel(timer)) }
+        actions.append(.terminate(payload: entry.payload, reason: reason))
+        deliveriesInFlight += 1
+        if entry.phase != .notStarted { taskEnded(into: &actions) }
+    }
+
+    private mutating func taskEnded(into actions: inout ActionList) {
+        activeCount -= 1
+        resumeWaitersIfDone(into: &actions)
+    }
+
+    private mutating func resumeWaitersIfDone(into actions: inout ActionList) {
+        if activeCount == 0 && deliveriesInFlight == 0 && !waiters.isEmpty {
+            actions.append(.resumeWaiters(waiters))
+            waiters.removeAll()
+        }
+    }
+
+    private mutating func endReaction(reactor: Int, generation: Int, outcome: Termination?) -> ActionList {
+        guard let reaction = reactions[reactor], reaction.generation == generation else { return [] }
+        // The record of triggering tasks is cleared whatever the outcome.
+        reactions[reactor] = nil
+        let configuration = reactorConfigurations[reactor]
+        if configuration.suspendsTaskQueue { suspensions -= 1 }
+        var actions = ActionList()
+        if let timer = reaction.timer { actions.append(.cancel(timer)) }
+        if outcome != nil, let job = reaction.job { actions.append(.cancel(job)) }
+        for id in reaction.tasks {
+            guard entries[id]?.phase == .reacting, var wait = reactionWaits[id] else { continue }
+            if let outcome, configuration.requeuesTask {
+                terminate(id, outcome, into: &actions)
+                continue
+            }
+            wait.awaited.removeAll { $0 == reactor }
+            guard wait.awaited.isEmpty else {
+                reactionWaits[id] = wait
+                continue
+            }
+            reactionWaits[id] = nil
+            if wait.requeue {
+                entries[id]!.needsInterception = wait.reintercept
+                enqueue(id)
+            } else {
+                finish(id, into: &actions)
+            }
+        }
+        pump(into: &actions)
+        return actions
+    }
+}
+
+/// The combined verdict of a manager's interceptors on one task, folded one command at a time
+/// (no intermediate collection): `forceExecute` from any interceptor executes the task;
+/// otherwise discard > hold > execute. Every interceptor that answers `execute` or
+/// `forceExecute` releases its own batch, whatever the verdict on the task.
+struct InterceptVerdict: Sendable {
+    /// What happens to the task itself.
+    enum Decision: Hashable, Sendable {
+        case execute
+        /// Parked in the batch of this interceptor (the first one that said hold).
+        case hold(interceptor: Int)
+        case discard
+    }
+
+    private var forced = false
+    private var discard = false
+    private var holder: Int?
+    /// The interceptors whose (non-empty) batch is released.
+    private(set) var releasing: [Int] = []
+
+    init() {}
+
+    /// Folds in `command`, answered by interceptor `index` while it held `batchCount` tasks.
+    /// An empty batch is not recorded as released (it has nothing to release, and recording it
+    /// would allocate for every pass-through interception).
+    mutating func record(_ command: InterceptCommand, from index: Int, batchCount: Int) {
+        switch command {
+        case .execute:
+            if batchCount > 0 { releasing.append(index) }
+        case .forceExecute:
+            forced = true
+            if batchCount > 0 { releasing.append(index) }
+        case .discard:
+            discard = true
+        case .hold:
+            if holder == nil { holder = index }
+        }
+    }
+
+    /// The verdict on the task.
+    var decision: Decision {
+        if forced { return .execute }
+        if discard { return .discard }
+        if let holder { return .hold(interceptor: holder) }
+        return .execute
+    }
+}

@@ -1,0 +1,251 @@
+import Logging
+import Synchronization
+
+/// The thin owner of a ``TaskManagerStateMachine``: holds it in a lock, feeds it events, and
+/// performs the actions it returns after unlocking.
+final class TaskManagerStorage: Sendable {
+    typealias Machine = TaskManagerStateMachine<AnyTaskBox, Task<Void, Never>>
+    typealias Action = Machine.Action
+
+    private struct State {
+        var machine: Machine
+        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+        var nextWaiter = 0
+    }
+
+    private let state: LockedState<State>
+    /// Completions that returned since the machine was last told (see ``deliveryReturned()``).
+    private let returnedDeliveries = Atomic<Int>(0)
+    /// Whether a `waitTillAllTasksFinished` waiter may be stored. Set under the lock before a
+    /// waiter reads the delivery count; cleared lazily under the lock once none is stored.
+    private let waiterMayBeStored = Atomic<Bool>(false)
+    let interceptors: [any Interceptor]
+    let reactors: [any Reactor]
+    private let reactorConfigurations: [ReactorConfiguration]
+    let clock: any Clock<Duration>
+    let logger: Logger
+
+    init(
+        interceptors: [any Interceptor], reactors: [any Reactor], maxConcurrentTasks: Int?,
+        clock: any Clock<Duration>, logger: Logger
+    ) {
+        self.interceptors = interceptors
+        self.reactors = reactors
+        let configurations = reactors.map(\.configuration)
+        self.reactorConfigurations = configurations
+        self.clock = clock
+        self.logger = logger
+        self.state = LockedState(State(machine: Machine(
+            interceptorCount: interceptors.count, reactorConfigurations: configurations,
+            maxConcurrentTasks: maxConcurrentTasks
+        )))
+    }
+
+    // MARK: - Events
+
+    func add(_ box: AnyTaskBox, startImmediately: Bool, delay: Duration?) -> TaskHandle {
+        let timeout = box.effectiveTimeout
+        let (id, actions) = state.withLock {
+            $0.machine.add(payload: box, startImmediately: startImmediately, delay: delay, timeout: timeout)
+        }
+        logger.trace("task added", metadata: ["task": "\(id)"])
+        perform(actions)
+        return TaskHandle(identifier: id, storage: self)
+    }
+
+    func start(_ id: Int) {
+        perform(state.withLock { $0.machine.start(id: id) })
+    }
+
+    func cancel(_ id: Int) {
+        perform(state.withLock { $0.machine.cancel(id: id) })
+    }
+
+    func state(of id: Int) -> TaskState {
+        state.withLock { $0.machine.state(of: id) }
+    }
+
+    func waitTillAllTasksFinished() async {
+        let waiter = state.withLock { state -> Int in
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let (resumeNow, actions) = state.withLock { state -> (Bool, Machine.ActionList) in
+                    if Task.isCancelled { return (true, []) }
+                    // Publish the flag before reading the returned deliveries: a completion that
+                    // returns concurrently either is counted here or sees the flag (see
+                    // `deliveryReturned`), so the last one is never missed.
+                    waiterMayBeStored.store(true, ordering: .sequentiallyConsistent)
+                    let actions = syncReturnedDeliveries(&state)
+                    if state.machine.addWaiter(waiter) {
+                        clearWaiterFlagIfNone(state)
+                        return (true, actions)
+                    }
+                    state.waiters[waiter] = continuation
+                    return (false, actions)
+                }
+                if resumeNow { continuation.resume() }
+                perform(actions)
+            }
+        } onCancel: {
+            let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                _ = state.machine.removeWaiter(waiter)
+                clearWaiterFlagIfNone(state)
+                return state.waiters.removeValue(forKey: waiter)
+            }
+            continuation?.resume()
+        }
+    }
+
+    /// A completion returned. Counted with an atomic, without the lock, unless a waiter may be
+    /// stored: then the machine is told under the lock, so that the waiter resumes after the last
+    /// completion. (Sequentially consistent: this increment then flag read, against the
+    /// waiter's flag write then count read, cannot both miss each other.)
+    private func deliveryReturned() {
+        returnedDeliveries.add(1, ordering: .sequentiallyConsistent)
+        guard waiterMayBeStored.load(ordering: .sequentiallyConsistent) else { return }
+        perform(state.withLock { state -> Machine.ActionList in
+            let actions = syncReturnedDeliveries(&state)
+            clearWaiterFlagIfNone(state)
+            return actions
+        })
+    }
+
+    /// Tells the machine how many completions returned since the last time. Under the lock.
+    private func syncReturnedDeliveries(_ state: inout State) -> Machine.ActionList {
+        let returned = returnedDeliveries.exchange(0, ordering: .sequentiallyConsistent)
+        return state.machine.deliveriesReturned(returned)
+    }
+
+    /// Clears the waiter flag when no waiter is stored. Under the lock.
+    private func clearWaiterFlagIfNone(_ state: State) {
+        if state.machine.waiterCount == 0 { waiterMayBeStored.store(false, ordering: .sequentiallyConsistent) }
+    }
+
+    /// Reads the state machine (for tests and diagnostics).
+    func inspect<R>(_ body: (Machine) -> R) -> R {
+        state.withLock { body($0.machine) }
+    }
+
+    // MARK: - Performing actions
+
+    /// Performs `actions`, and the actions that performing them yields, iteratively (an
+    /// interception that releases a batch does not recurse).
+    private func perform(_ actions: Machine.ActionList) {
+        var current = actions
+        while !current.isEmpty {
+            var followUps = Machine.ActionList()
+            for action in current { perform(action, followUps: &followUps) }
+            current = followUps
+        }
+    }
+
+    /// Performs one action; appends the follow-up actions it produces synchronously.
+    private func perform(_ action: Action, followUps: inout Machine.ActionList) {
+        switch action {
+        case .startTimer(let id, let kind, let duration):
+            let clock = self.clock
+            let job = Task { [self] in
+                do {
+                    try await clock.sleep(for: duration)
+                } catch {
+                    return
+                }
+                perform(state.withLock { $0.machine.timerFired(id: id, kind: kind) })
+            }
+            if state.withLock({ $0.machine.registerTimer(id: id, kind: kind, job: job) }) { job.cancel() }
+
+        case .intercept(let id, let box, let batchCounts):
+            let verdict = box.intercept(interceptors, batchCounts: batchCounts)
+            logger.trace("task intercepted", metadata: ["task": "\(id)", "verdict": "\(verdict.decision)"])
+            followUps.append(contentsOf: state.withLock { $0.machine.interceptionFinished(id: id, verdict: verdict) })
+
+        case .execute(let id, let box, let attempt):
+            let job = Task { [self] in
+                let reactable = await box.run(adapters: interceptors)
+                perform(state.withLock { $0.machine.executionFinished(id: id, attempt: attempt, reactable: reactable) })
+            }
+            box.publishExecution(job)
+
+        case .cancelExecution(let box):
+            box.cancelExecution()
+
+        case .evaluateReactors(let id, let box, let attempt):
+            let handle = TaskHandle(identifier: id, storage: self)
+            var matched: [Int] = []
+            for (index, reactor) in reactors.enumerated() where box.shouldReact(reactor, handle: handle) {
+                matched.append(index)
+            }
+            if !matched.isEmpty {
+                logger.debug("task triggered reactors", metadata: ["task": "\(id)", "reactors": "\(matched)"])
+            }
+            followUps.append(contentsOf: state.withLock {
+                $0.machine.reactorsEvaluated(id: id, attempt: attempt, matched: matched)
+            })
+
+        case .deliver(let box):
+            box.deliverResult { [self] in deliveryReturned() }
+
+        case .terminate(let box, let reason):
+            let error = taskError(for: reason)
+            logger.debug("task ended", metadata: ["error": "\(error)"])
+            box.terminate(with: error) { [self] in deliveryReturned() }
+
+        case .startReaction(let index, let generation):
+            startReaction(index, generation: generation)
+
+        case .cancel(let job):
+            job.cancel()
+
+        case .resumeWaiters(let ids):
+            let continuations = state.withLock { state in ids.compactMap { state.waiters.removeValue(forKey: $0) } }
+            for continuation in continuations { continuation.resume() }
+        }
+    }
+
+    private func startReaction(_ index: Int, generation: Int) {
+        let reactor = reactors[index]
+        logger.debug("reaction started", metadata: ["reactor": "\(type(of: reactor))"])
+        let job = Task { [self] in
+            var failure: (any Error)?
+            do {
+                try await reactor.execute()
+            } catch {
+                failure = error
+            }
+            if let failure {
+                logger.debug("reaction failed", metadata: ["reactor": "\(type(of: reactor))", "error": "\(failure)"])
+            }
+            perform(state.withLock { $0.machine.reactionFinished(reactor: index, generation: generation, error: failure) })
+        }
+        var timer: Task<Void, Never>?
+        if let timeout = reactorConfigurations[index].timeout {
+            let clock = self.clock
+            timer = Task { [self] in
+                do {
+                    try await clock.sleep(for: timeout)
+                } catch {
+                    return
+                }
+                logger.debug("reaction timed out", metadata: ["reactor": "\(type(of: reactor))"])
+                perform(state.withLock { $0.machine.reactionTimedOut(reactor: index, generation: generation) })
+            }
+        }
+        if state.withLock({ $0.machine.registerReaction(reactor: index, generation: generation, job: job, timer: timer) }) {
+            job.cancel()
+            timer?.cancel()
+        }
+    }
+
+    private func taskError(for reason: Machine.Termination) -> TaskError {
+        switch reason {
+        case .cancelled: return .cancelled
+        case .timedOut: return .timedOut
+        case .discarded: return .discarded
+        case .reactorFailed(let index, let error): return .reactorFailed(type: type(of: reactors[index]), error: error)
+        case .reactorTimedOut(let index): return .reactorTimedOut(type: type(of: reactors[index]))
+        }
+    }
+}

@@ -1,0 +1,316 @@
+import Logging
+import Observation
+import Synchronization
+
+/// Runs asynchronous work under keys: at most one *current* task per key (or several, if you ask
+/// for it), cancellation by key, an observable "is running" per key, and a policy for what happens
+/// when work is added under a key that is already running.
+///
+/// ```swift
+/// @MainActor @Observable final class SearchModel {
+///     enum TaskKey: Hashable { case search }
+///     private let tasks = TaskStore<TaskKey>()
+///     var isSearching: Bool { tasks.taskIsRunning(forKey: .search) }
+///
+///     func queryChanged(_ query: String) {
+///         // The default behaviour cancels the previous search and starts this one at once.
+///         tasks.addTask(forKey: .search) { await self.search(query) }
+///     }
+/// }
+/// ```
+///
+/// ## Isolation
+///
+/// A `TaskStore` is not `Sendable`. It belongs to the actor it is used from (the main actor in a
+/// SwiftUI model, or your own actor): every method that changes it takes an
+/// `isolation: isolated (any Actor)? = #isolation` parameter, so it runs on the caller's actor
+/// without a hop, and the tasks it creates run their bookkeeping on that same actor. The store is
+/// therefore only ever touched from one serial executor and needs no lock.
+///
+/// The compiler cannot enforce this completely (a call from a nonisolated context passes `nil`),
+/// so the store checks it at run time and traps instead of racing:
+/// - A changing call (`addTask`, `cancelTask`, `cancelAllTasks`) whose `isolation` is `nil` traps.
+/// - The first changing call binds the store to its actor; a later changing call from a different
+///   actor traps. (The binding uses an atomic compare-and-exchange, so two actors racing for the
+///   first call cannot both win.)
+/// - Reads (`taskIsRunning(forKey:)`, `runningKeys`) have no isolation parameter, so SwiftUI views
+///   and synchronous getters can use them; once the store is bound they check with
+///   `Actor.preconditionIsolated` that they run on the owning actor's executor.
+///
+/// From a nonisolated context, reach the store through its actor, for example
+/// `await MainActor.run { model.doThing() }`, or make your function take
+/// `isolation: isolated (any Actor)? = #isolation` and pass it on.
+///
+/// ## Lifetime
+///
+/// Every task the store starts keeps the store alive until the task finishes. Releasing the store
+/// does not cancel anything; call ``cancelAllTasks(isolation:)`` first if that is what you want.
+@Observable
+public final class TaskStore<Key: Hashable & Sendable> {
+    typealias Machine = TaskStoreStateMachine<Key, any TaskStoreHandle>
+
+    @ObservationIgnored private var machine = Machine()
+    @ObservationIgnored private let logger: Logger
+    /// The actor this store belongs to, as an `ObjectIdentifier` bit pattern; 0 while unbound.
+    @ObservationIgnored private let ownerID = Atomic<UInt>(0)
+    /// The actor this store belongs to, for the read-side executor check. Weak: a custom actor
+    /// usually owns its store, and a strong reference would make a cycle.
+    @ObservationIgnored private weak var ownerActor: (any Actor)?
+    /// `\.runningKeys`, created once. TaskStore's methods run as unspecialised generic code, where
+    /// a key-path literal is instantiated at run time on every evaluation (an allocation and a
+    /// metadata lookup); measured at ~2.5 µs per `taskIsRunning(forKey:)` before this cache.
+    @ObservationIgnored private let runningKeysPath: KeyPath<TaskStore<Key>, Set<Key>> = \.runningKeys
+
+    /// Creates an empty store.
+    ///
+    /// - Parameter logger: Receives `trace` messages for cancellations and for work skipped by
+    ///   ``TaskStoreDuplicateKeyBehavior/preferPrevious-type.property``. Silent by default.
+    public init(logger: Logger = Logger(label: "TaskKit.TaskStore", factory: { _ in SwiftLogNoOpLogHandler() })) {
+        self.logger = logger
+    }
+
+    // MARK: - Adding work
+
+    /// Starts `operation` under `key`, applying `duplicateKeyBehavior` if a task is already running
+    /// under that key, and returns the task that represents the work.
+    ///
+    /// - The new task is tracked under `key` until it finishes; ``taskIsRunning(forKey:)`` is `true`
+    ///   meanwhile. When it finishes it removes itself, but only if it is still tracked: a task that
+    ///   was replaced never makes the newer task look idle.
+    /// - For the waiting behaviours (``TaskStoreDuplicateKeyBehavior/wait`` and
+    ///   `.cancelPrevious(wait: true)`), cancelling the returned task also cancels the task(s) it
+    ///   waits for.
+    /// - Cancellation issued right after this call (on the returned task, or through
+    ///   ``cancelTask(forKey:isolation:)``) always reaches `operation`: it sees `Task.isCancelled`
+    ///   at its first check. The operation always runs once the task starts; it is up to the
+    ///   operation to stop early when cancelled.
+    /// - With ``TaskStoreDuplicateKeyBehavior/preferPrevious-type.property`` and a running task, nothing starts
+    ///   and the newest running task under the key is returned. If that task was started by the
+    ///   value-returning overload, the returned `Task<Void, Never>` is a small wrapper that waits
+    ///   for it and forwards cancellation to it.
+    ///
+    /// - Parameters:
+    ///   - key: The key the work runs under.
+    ///   - duplicateKeyBehavior: What to do if a task is already running under `key`. Defaults to
+    ///     cancelling it and starting the new work at once.
+    ///   - priority: The priority of the new task, as for `Task.init`.
+    ///   - isolation: The actor the store belongs to. Leave the default (`#isolation`); a `nil`
+    ///     value, or an actor other than the store's, traps.
+    ///   - operation: The work.
+    /// - Returns: The task running `operation`, or the kept task for `.preferPrevious`. You do not
+    ///   need to keep it: the store tracks it.
+    @discardableResult
+    public func addTask(
+        forKey key: Key,
+        duplicateKeyBehavior: TaskStoreDuplicateKeyBehavior = .cancelPrevious(wait: false),
+        priority: TaskPriority? = nil,
+        isolation: isolated (any Actor)? = #isolation,
+        operation: @escaping @Sendable () async -> Void
+    ) -> Task<Void, Never> {
+        checkOwner(isolation, in: "addTask(forKey:duplicateKeyBehavior:priority:isolation:operation:)")
+        switch machine.prepareAdd(key: key, behavior: duplicateKeyBehavior) {
+        case .keepPrevious(let previous):
+            logger.trace("addTask: kept the running task (preferPrevious)", metadata: ["key": "\(key)"])
+            if let task = previous as? Task<Void, Never> { return task }
+            return Task(priority: priority) {
+                await withTaskCancellationHandler {
+                    await previous.waitForCompletion()
+                } onCancel: {
+                    previous.cancel()
+                }
+            }
+        case .startNew(let id, let previous, let cancelPrevious, let waitForPrevious):
+            if cancelPrevious { previous?.forEachHandle { $0.cancel() } }
+            let awaited = waitForPrevious ? previous : nil
+            let task = Task(priority: priority) {
+                _ = isolation  // Captured: the task runs on the store's actor.
+                if let awaited { await Self.waitFor(awaited) }
+                await operation()
+                self.taskFinished(key: key, id: id)
+            }
+            commit(key: key, id: id, handle: task, behavior: duplicateKeyBehavior, isNewKey: previous == nil)
+            return task
+        }
+    }
+
+    /// Starts a value-returning, throwing `operation` under `key`, applying `duplicateKeyBehavior`
+    /// if a task is already running under that key, and returns the task that represents the work.
+    ///
+    /// Everything said for the `Void` overload applies. In addition:
+    /// - If the operation throws, the task ends with that error; the store removes it as usual.
+    /// - With ``TaskStoreDuplicateKeyBehavior/preferPrevious-type.property`` and a running task, the running task
+    ///   is returned only if it has exactly this type, `Task<Success, any Error>`. If it has another
+    ///   result type (it was started by the `Void` overload, or with another `Success`), there is no
+    ///   value to return, and the call traps with a message naming the key and both types: under
+    ///   `.preferPrevious`, keep one result type per key.
+    ///
+    /// - Parameters:
+    ///   - key: The key the work runs under.
+    ///   - duplicateKeyBehavior: What to do if a task is already running under `key`.
+    ///   - priority: The priority of the new task.
+    ///   - isolation: The actor the store belongs to (leave the default).
+    ///   - operation: The work; its result or error becomes the task's.
+    /// - Returns: The task running `operation`, or the kept task for `.preferPrevious`.
+    @discardableResult
+    public func addTask<Success: Sendable>(
+        forKey key: Key,
+        duplicateKeyBehavior: TaskStoreDuplicateKeyBehavior = .cancelPrevious(wait: false),
+        priority: TaskPriority? = nil,
+        isolation: isolated (any Actor)? = #isolation,
+        operation: @escaping @Sendable () async throws -> Success
+    ) -> Task<Success, any Error> {
+        checkOwner(isolation, in: "addTask(forKey:duplicateKeyBehavior:priority:isolation:operation:)")
+        switch machine.prepareAdd(key: key, behavior: duplicateKeyBehavior) {
+        case .keepPrevious(let previous):
+            guard let task = previous as? Task<Success, any Error> else {
+                preconditionFailure(
+                    "TaskStore.addTask(forKey:duplicateKeyBehavior:...): duplicateKeyBehavior is .preferPrevious "
+                        + "and key \(key) is running a \(type(of: previous)), which cannot be returned as "
+                        + "\(Task<Success, any Error>.self); use one result type per key with .preferPrevious"
+                )
+            }
+            logger.trace("addTask: kept the running task (preferPrevious)", metadata: ["key": "\(key)"])
+            return task
+        case .startNew(let id, let previous, let cancelPrevious, let waitForPrevious):
+            if cancelPrevious { previous?.forEachHandle { $0.cancel() } }
+            let awaited = waitForPrevious ? previous : nil
+            let task = Task(priority: priority) { () async throws -> Success in
+                _ = isolation  // Captured: the task runs on the store's actor.
+                defer { self.taskFinished(key: key, id: id) }
+                if let awaited { await Self.waitFor(awaited) }
+                return try await operation()
+            }
+            commit(key: key, id: id, handle: task, behavior: duplicateKeyBehavior, isNewKey: previous == nil)
+            return task
+        }
+    }
+
+    // MARK: - Cancelling
+
+    /// Cancels every task tracked under `key` (several after
+    /// ``TaskStoreDuplicateKeyBehavior/runConcurrently`` adds).
+    ///
+    /// Cancellation is cooperative: the tasks stay tracked, and ``taskIsRunning(forKey:)`` stays
+    /// `true`, until they actually finish. Tasks that a waiting behaviour chained behind are
+    /// cancelled through the chain. Does nothing if no task runs under `key`.
+    ///
+    /// - Parameters:
+    ///   - key: The key whose tasks are cancelled.
+    ///   - isolation: The actor the store belongs to (leave the default).
+    public func cancelTask(forKey key: Key, isolation: isolated (any Actor)? = #isolation) {
+        checkOwner(isolation, in: "cancelTask(forKey:isolation:)")
+        guard let tasks = machine.tasks(forKey: key) else { return }
+        logger.trace("cancelTask", metadata: ["key": "\(key)", "tasks": "\(tasks.count)"])
+        tasks.forEachHandle { $0.cancel() }
+    }
+
+    /// Cancels every task the store tracks, under every key.
+    ///
+    /// As with ``cancelTask(forKey:isolation:)``, the keys keep running until their tasks finish.
+    ///
+    /// - Parameter isolation: The actor the store belongs to (leave the default).
+    public func cancelAllTasks(isolation: isolated (any Actor)? = #isolation) {
+        checkOwner(isolation, in: "cancelAllTasks(isolation:)")
+        logger.trace("cancelAllTasks", metadata: ["keys": "\(machine.entries.count)"])
+        for tasks in machine.entries.values {
+            tasks.forEachHandle { $0.cancel() }
+        }
+    }
+
+    // MARK: - Reading
+
+    /// Whether a task is running under `key`.
+    ///
+    /// Observable: reading it inside `withObservationTracking` (or a SwiftUI `body`) registers
+    /// interest in the store's set of running keys, and the observer is notified when any key
+    /// starts or stops running. Replacing a running task under a key is not a change.
+    ///
+    /// Traps if called off the actor the store belongs to.
+    public func taskIsRunning(forKey key: Key) -> Bool {
+        checkRead("taskIsRunning(forKey:)")
+        access(keyPath: runningKeysPath)
+        return machine.isRunning(key)
+    }
+
+    /// The keys that have at least one running task. Observable like ``taskIsRunning(forKey:)``.
+    ///
+    /// Built on each read (linear in the number of running keys).
+    /// Traps if read off the actor the store belongs to.
+    public var runningKeys: Set<Key> {
+        checkRead("runningKeys")
+        access(keyPath: runningKeysPath)
+        return Set(machine.entries.keys)
+    }
+
+    // MARK: - Internals
+
+    private static func waitFor(_ previous: Machine.Tasks) async {
+        // Cancelling the new task cancels what it waits for (immediately if it already is).
+        await withTaskCancellationHandler {
+            for slot in previous.older { await slot.handle.waitForCompletion() }
+            await previous.newest.handle.waitForCompletion()
+        } onCancel: {
+            previous.forEachHandle { $0.cancel() }
+        }
+    }
+
+    private func commit(
+        key: Key, id: UInt64, handle: any TaskStoreHandle, behavior: TaskStoreDuplicateKeyBehavior, isNewKey: Bool
+    ) {
+        if isNewKey {
+            withMutation(keyPath: runningKeysPath) {
+                _ = machine.commitAdd(key: key, id: id, handle: handle, behavior: behavior)
+            }
+        } else {
+            machine.commitAdd(key: key, id: id, handle: handle, behavior: behavior)
+        }
+    }
+
+    /// Runs on the store's actor when a task it started finishes.
+    private func taskFinished(key: Key, id: UInt64) {
+        if machine.finish(key: key, id: id) == .stopKey {
+            withMutation(keyPath: runningKeysPath) {
+                machine.removeKey(key)
+            }
+        }
+    }
+
+    @inline(__always)
+    private func checkOwner(_ isolation: (any Actor)?, in function: StaticString) {
+        guard let isolation else {
+            preconditionFailure(
+                "TaskStore.\(function): `isolation` is nil. A TaskStore belongs to one actor; call it from "
+                    + "actor-isolated code (for example a @MainActor model) or pass that actor explicitly"
+            )
+        }
+        let id = UInt(bitPattern: ObjectIdentifier(isolation))
+        let owner = ownerID.load(ordering: .acquiring)
+        if _fastPath(owner == id) { return }
+        bindOwner(isolation, id: id, observedOwner: owner, in: function)
+    }
+
+    private func bindOwner(_ isolation: any Actor, id: UInt, observedOwner: UInt, in function: StaticString) {
+        if observedOwner == 0 {
+            let (exchanged, original) = ownerID.compareExchange(
+                expected: 0, desired: id, ordering: .acquiringAndReleasing
+            )
+            if exchanged {
+                ownerActor = isolation
+                return
+            }
+            if original == id { return }
+        }
+        preconditionFailure(
+            "TaskStore.\(function): `isolation` is \(isolation), but this store belongs to another actor "
+                + "(\(ownerActor.map { "\($0)" } ?? "no longer alive")). A TaskStore must be used from one actor only"
+        )
+    }
+
+    @inline(__always)
+    private func checkRead(_ function: StaticString) {
+        guard ownerID.load(ordering: .acquiring) != 0, let owner = ownerActor else { return }
+        owner.preconditionIsolated(
+            "TaskStore.\(function) called off the executor of the actor that owns the store (\(owner))"
+        )
+    }
+}

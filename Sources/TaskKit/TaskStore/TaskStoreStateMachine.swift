@@ -1,0 +1,130 @@
+/// The bookkeeping of a ``TaskStore``: which tasks run under which key, and what adding, finishing
+/// and cancelling mean. A pure value type with no concurrency and no user code, so every rule is
+/// unit-testable; the store performs the returned actions.
+///
+/// `Handle` is the stored task handle (an existential over `Task` in the store, a plain value in
+/// tests). Task identity is a per-store counter, not the handle: a finishing task removes only its
+/// own slot, never a newer task that replaced it under the same key.
+struct TaskStoreStateMachine<Key: Hashable, Handle> {
+    /// One tracked task.
+    struct Slot {
+        var id: UInt64
+        var handle: Handle
+    }
+
+    /// The tasks tracked under one key: always at least one. More than one only after
+    /// ``TaskStoreDuplicateKeyBehavior/runConcurrently`` adds (kept inline so the common single-task
+    /// key costs no extra allocation).
+    struct Tasks {
+        /// The most recently added task.
+        var newest: Slot
+        /// Earlier tasks still running concurrently with `newest`.
+        var older: [Slot] = []
+
+        var count: Int { older.count + 1 }
+
+        /// Every tracked handle, oldest first.
+        var handles: [Handle] { older.map(\.handle) + [newest.handle] }
+
+        func forEachHandle(_ body: (Handle) throws -> Void) rethrows {
+            for slot in older { try body(slot.handle) }
+            try body(newest.handle)
+        }
+
+        func contains(id: UInt64) -> Bool {
+            newest.id == id || older.contains { $0.id == id }
+        }
+    }
+
+    /// What `prepareAdd` decided.
+    enum AddDecision {
+        /// A task is running under the key and the behaviour prefers it: start nothing and hand
+        /// the newest running task back to the caller.
+        case keepPrevious(Handle)
+        /// Start a new task with this identity. `previous` are the tasks running under the key
+        /// (`nil` if none, in which case the key starts running); the store cancels them first if
+        /// `cancelPrevious`, and the new operation waits for them if `waitForPrevious`.
+        case startNew(id: UInt64, previous: Tasks?, cancelPrevious: Bool, waitForPrevious: Bool)
+    }
+
+    /// What `finish` decided.
+    enum FinishAction: Equatable {
+        /// The task was no longer tracked (it had been replaced), or other tasks keep the key
+        /// running; its slot, if any, has been removed.
+        case none
+        /// The task was the last one under its key. The entry is still present: the store calls
+        /// `removeKey` inside its observation mutation so observers see the change.
+        case stopKey
+    }
+
+    private(set) var entries: [Key: Tasks] = [:]
+    private var lastID: UInt64 = 0
+
+    init() {}
+
+    /// Decides what adding a task under `key` with `behavior` does, and reserves an identity when
+    /// new work starts. The caller must then create the task and call `commitAdd` with the same
+    /// key, identity and behaviour before anything else touches the machine.
+    mutating func prepareAdd(key: Key, behavior: TaskStoreDuplicateKeyBehavior) -> AddDecision {
+        let previous = entries[key]
+        guard let previous else {
+            lastID &+= 1
+            return .startNew(id: lastID, previous: nil, cancelPrevious: false, waitForPrevious: false)
+        }
+        guard let options = behavior.preferNewOptions else {
+            return .keepPrevious(previous.newest.handle)
+        }
+        lastID &+= 1
+        return .startNew(
+            id: lastID,
+            previous: previous,
+            cancelPrevious: options.cancelPrevious,
+            waitForPrevious: options.waitForPrevious
+        )
+    }
+
+    /// Records the task created for a `.startNew` decision. Returns `true` if the key was not
+    /// running before (observers must be told it started).
+    @discardableResult
+    mutating func commitAdd(key: Key, id: UInt64, handle: Handle, behavior: TaskStoreDuplicateKeyBehavior) -> Bool {
+        let slot = Slot(id: id, handle: handle)
+        if behavior.tracksConcurrently, let index = entries.index(forKey: key) {
+            // Mutated in place through `values` so the `older` array is not copied.
+            entries.values[index].older.append(entries.values[index].newest)
+            entries.values[index].newest = slot
+            return false
+        }
+        return entries.updateValue(Tasks(newest: slot), forKey: key) == nil
+    }
+
+    /// A task finished. Removes its slot if it is still tracked; reports `.stopKey` (without
+    /// removing the entry) when it is the last task of its key.
+    mutating func finish(key: Key, id: UInt64) -> FinishAction {
+        guard let index = entries.index(forKey: key) else { return .none }
+        if entries.values[index].newest.id == id {
+            guard let promoted = entries.values[index].older.popLast() else { return .stopKey }
+            entries.values[index].newest = promoted
+        } else if let position = entries.values[index].older.firstIndex(where: { $0.id == id }) {
+            entries.values[index].older.remove(at: position)
+        }
+        return .none
+    }
+
+    /// Removes the entry of a key whose last task finished (after `finish` returned `.stopKey`).
+    mutating func removeKey(_ key: Key) {
+        entries.removeValue(forKey: key)
+    }
+
+    /// The tasks tracked under `key`, to cancel them.
+    func tasks(forKey key: Key) -> Tasks? {
+        entries[key]
+    }
+
+    /// Whether any task is tracked under `key`.
+    func isRunning(_ key: Key) -> Bool {
+        entries[key] != nil
+    }
+}
+
+extension TaskStoreStateMachine.Slot: Sendable where Handle: Sendable {}
+extension TaskStoreStateMachine.Tasks: Sendable where Handle: Sendable {}

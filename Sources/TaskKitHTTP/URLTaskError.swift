@@ -1,0 +1,24 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Errors raised by ``URLTaskManager`` itself (transport errors such as `URLError` pass through
+/// unchanged; authentication errors are ``AuthenticationError``; TaskManager's own outcomes —
+/// cancelled, timed out, discarded — are `TaskError`).
+public enum URLTaskError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The request's URL is missing or its scheme is not `http` or `https`; nothing was sent.
+    case unsupportedURL(URL?)
+    /// The transport returned a response that is not an `HTTPURLResponse`.
+    case notHTTPResponse
+
+    /// A sentence naming the case and what went wrong.
+    public var description: String {
+        switch self {
+        case .unsupportedURL(let url):
+            return "URLTaskError.unsupportedURL: only http and https URLs can be sent, got \(url?.absoluteString ?? "no URL")"
+        case .notHTTPResponse:
+            return "URLTaskError.notHTTPResponse: the transport returned a response that is not HTTP"
+        }
+    }
+}

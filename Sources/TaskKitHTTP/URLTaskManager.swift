@@ -1,0 +1,159 @@
+import Dispatch
+import Foundation
+import Logging
+import TaskKit
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Sends HTTP requests as ``URLTask``s of a `TaskManager`: every request passes through
+/// interceptors (adapt, hold, discard, retry, re-authenticate) and reactors, with handles,
+/// cancellation and deadlines.
+///
+/// ```swift
+/// let manager = URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()])
+/// let (data, response) = try await manager.data(for: URLRequest(url: profileURL))
+/// ```
+///
+/// Semantics:
+/// - **Statuses are results.** Like `URLSession`, any HTTP status (404, 500, …) is returned as a
+///   response once the interceptors stop retrying; errors are thrown only when no response could
+///   be obtained (a `URLError`), when an interceptor throws (for example
+///   ``AuthenticationError``), for a URL that is not `http`/`https` (``URLTaskError``), or for the
+///   manager's own outcomes (`TaskError.cancelled`, `.timedOut`, `.discarded`).
+/// - **Cancellation.** Cancelling the Swift task awaiting ``data(for:timeout:)`` (or calling
+///   `TaskHandle/cancel()` on a handle) cancels the in-flight request and any wait between
+///   attempts; the caller gets `TaskError.cancelled`.
+/// - **Deadlines.** `timeout` (or the manager's default) bounds the whole request — all attempts
+///   and waits — on the manager's clock, with sub-second precision (unlike
+///   `URLRequest.timeoutInterval`, which FoundationNetworking truncates to whole seconds). On
+///   expiry the request is cancelled and the caller gets `TaskError.timedOut`.
+/// - **Logging.** Each request's life is logged at `.debug` through the injected logger (silent
+///   by default), one record per step with an `event` metadata key: `adapted`, `sent`,
+///   `retried`, `replayed`, `completed`, and `reacted` / `requeued` for reactors. Nothing is built
+///   when the logger's level is above `.debug`.
+public final class URLTaskManager: Sendable {
+    /// The underlying task manager: its handles, cancellation, deadlines, holds and reactions
+    /// apply to every request.
+    public let taskManager: TaskManager
+    /// The bare transport requests are sent through (no interceptors).
+    public let transport: any HTTPTransport
+    /// The interceptors, in the order they see each request.
+    public let interceptors: [any URLTaskInterceptor]
+    /// The deadline applied to requests sent without their own `timeout`; `nil` for none.
+    public let defaultTimeout: Duration?
+
+    private let pipeline: URLTaskPipeline
+
+    /// Creates a manager over a new `URLSession` made from `configuration`.
+    ///
+    /// - Parameters:
+    ///   - interceptors: see every request, in this order (put a ``BearerTokenAuthenticator``
+    ///     before an ``HTTPRetryPolicy``).
+    ///   - reactors: react to every result, in this order.
+    ///   - configuration: the session configuration. Default: `.ephemeral`.
+    ///   - maxConcurrentTasks: the most requests in flight at once; `nil` for no limit.
+    ///   - timeout: the default deadline of each request; `nil` for none.
+    ///   - clock: the clock for deadlines, delays and retry backoff.
+    ///   - logger: receives each request's life at `.debug`; silent by default.
+    public convenience init(
+        interceptors: [any URLTaskInterceptor] = [],
+        reactors: [any URLTaskReactor] = [],
+        configuration: URLSessionConfiguration = .ephemeral,
+        maxConcurrentTasks: Int? = nil,
+        timeout: Duration? = nil,
+        clock: any Clock<Duration> = ContinuousClock(),
+        logger: Logger = TaskKitHTTPLogging.silent
+    ) {
+        self.init(
+            interceptors: interceptors, reactors: reactors,
+            transport: URLSessionTransport(configuration: configuration),
+            maxConcurrentTasks: maxConcurrentTasks, timeout: timeout, clock: clock, logger: logger
+        )
+    }
+
+    /// Creates a manager over any ``HTTPTransport``.
+    ///
+    /// - Parameters: as for ``init(interceptors:reactors:configuration:maxConcurrentTasks:timeout:clock:logger:)``,
+    ///   with `transport` sending the requests.
+    /// - Precondition: `timeout`, when given, is greater than zero.
+    public init(
+        interceptors: [any URLTaskInterceptor] = [],
+        reactors: [any URLTaskReactor] = [],
+        transport: any HTTPTransport,
+        maxConcurrentTasks: Int? = nil,
+        timeout: Duration? = nil,
+        clock: any Clock<Duration> = ContinuousClock(),
+        logger: Logger = TaskKitHTTPLogging.silent
+    ) {
+        if let timeout {
+            precondition(timeout > .zero, "URLTaskManager: timeout must be > 0, got \(timeout)")
+        }
+        self.transport = transport
+        self.interceptors = interceptors
+        self.defaultTimeout = timeout
+        self.pipeline = URLTaskPipeline(interceptors: interceptors, transport: transport, clock: clock, logger: logger)
+        self.taskManager = TaskManager(
+            interceptors: interceptors.map { $0 as any Interceptor },
+            reactors: reactors.map { $0 as any Reactor },
+            maxConcurrentTasks: maxConcurrentTasks,
+            clock: clock,
+            logger: logger
+        )
+    }
+
+    /// A task for `request`, ready to be added to ``taskManager`` (or to another manager).
+    public func makeTask(for request: URLRequest, timeout: Duration? = nil) -> URLTask {
+        URLTask(request: request, timeout: timeout ?? defaultTimeout, pipeline: pipeline)
+    }
+
+    /// Sends `request` and returns the body and response.
+    ///
+    /// - Parameters:
+    ///   - request: an `http` or `https` request.
+    ///   - timeout: the deadline of the whole request; default: the manager's.
+    /// - Throws: see the type's semantics: a `URLError`, an interceptor's error,
+    ///   ``URLTaskError``, or a `TaskError`.
+    public func data(for request: URLRequest, timeout: Duration? = nil) async throws -> (Data, HTTPURLResponse) {
+        let result = try await response(for: request, timeout: timeout)
+        return (result.data, result.response)
+    }
+
+    /// Sends `request` and returns its ``URLTaskResponse``; as ``data(for:timeout:)``.
+    public func response(for request: URLRequest, timeout: Duration? = nil) async throws -> URLTaskResponse {
+        let task = makeTask(for: request, timeout: timeout)
+        return try await taskManager.value(of: task, timeout: task.timeout)
+    }
+
+    /// Adds `request` as a task and returns its handle; `completion` receives the outcome exactly
+    /// once (on `completeOn` when given).
+    ///
+    /// - Parameters:
+    ///   - request: an `http` or `https` request.
+    ///   - startImmediately: when `false`, the request waits for `TaskHandle/start()`.
+    ///   - after: a delay before the request is intercepted and sent.
+    ///   - timeout: the deadline of the whole request; default: the manager's.
+    ///   - completeOn: the queue of the completion; `nil` for any thread.
+    ///   - completion: receives the response or the error.
+    @discardableResult
+    public func dataTask(
+        with request: URLRequest,
+        startImmediately: Bool = true,
+        after: Duration? = nil,
+        timeout: Duration? = nil,
+        completeOn: DispatchQueue? = nil,
+        completion: (@Sendable (Result<URLTaskResponse, any Error>) -> Void)? = nil
+    ) -> TaskHandle {
+        let task = makeTask(for: request, timeout: timeout)
+        return taskManager.add(
+            task: task, startImmediately: startImmediately, after: after, timeout: task.timeout,
+            completeOn: completeOn, completion: completion
+        )
+    }
+
+    /// Suspends until every started request has finished (see
+    /// `TaskManager/waitTillAllTasksFinished()`).
+    public func waitTillAllTasksFinished() async {
+        await taskManager.waitTillAllTasksFinished()
+    }
+}

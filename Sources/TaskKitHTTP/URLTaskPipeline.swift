@@ -1,0 +1,202 @@
+import Foundation
+import Logging
+import Synchronization
+import TaskKit
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The attempts of one request: adapt, send, ask whether to retry, wait, repeat.
+///
+/// Holds no mutable per-request state: everything per request lives in local variables of
+/// ``run(_:)`` (attempt counts, each interceptor's retry count and last delay), so concurrent
+/// requests share nothing but the interceptors (which guard their own state) and an atomic
+/// request counter.
+final class URLTaskPipeline: Sendable {
+    let interceptors: [any URLTaskInterceptor]
+    let transport: any HTTPTransport
+    let clock: any Clock<Duration>
+    let logger: Logger
+    private let requestCounter = Atomic<UInt64>(0)
+
+    init(interceptors: [any URLTaskInterceptor], transport: any HTTPTransport, clock: any Clock<Duration>, logger: Logger) {
+        self.interceptors = interceptors
+        self.transport = transport
+        self.clock = clock
+        self.logger = logger
+    }
+
+    func nextRequestID() -> UInt64 {
+        requestCounter.wrappingAdd(1, ordering: .relaxed).newValue
+    }
+
+    static func validate(_ request: URLRequest) throws {
+        guard let scheme = request.url?.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            request.url?.host != nil
+        else {
+            throw URLTaskError.unsupportedURL(request.url)
+        }
+    }
+
+    func run(_ task: URLTask) async throws -> URLTaskResponse {
+        // Log records (and their metadata) are only built when someone will read them.
+        let log = logger.logLevel <= .debug ? URLTaskLog(logger: logger, task: task) : nil
+        if task.recordExecution() > 1 { log?.record(.requeued) }
+        let count = interceptors.count
+        var retries = [Int](repeating: 0, count: count)
+        var delays = [Duration?](repeating: nil, count: count)
+        while true {
+            let attempt = task.recordAttempt()
+            var request = task.request
+            try Self.validate(request)
+            for index in 0..<count {
+                let context = URLTaskContext(
+                    attempt: attempt, retriesSoFar: retries[index], previousDelay: delays[index], transport: transport
+                )
+                request = try await interceptors[index].adapt(request, for: task, context: context)
+            }
+            try Self.validate(request)
+            log?.record(.adapted, attempt: attempt, request: request)
+
+            let outcome: Result<URLTaskResponse, any Error>
+            do {
+                let (data, response) = try await transport.send(request)
+                outcome = .success(URLTaskResponse(data: data, response: response))
+            } catch {
+                outcome = .failure(error)
+            }
+            log?.record(.sent, attempt: attempt, outcome: outcome)
+            if Task.isCancelled {
+                log?.record(.completed, attempt: attempt, outcome: outcome)
+                return try outcome.get()
+            }
+
+            var decision = URLTaskRetryDecision.doNotRetry
+            var decider = 0
+            for index in 0..<count {
+                let context = URLTaskContext(
+                    attempt: attempt, retriesSoFar: retries[index], previousDelay: delays[index], transport: transport
+                )
+                decision = try await interceptors[index].retry(request, for: task, dueTo: outcome, context: context)
+                if decision != .doNotRetry {
+                    decider = index
+                    break
+                }
+            }
+            switch decision {
+            case .doNotRetry:
+                log?.record(.completed, attempt: attempt, outcome: outcome)
+                return try outcome.get()
+            case .replay:
+                retries[decider] += 1
+                log?.record(.replayed, attempt: attempt, outcome: outcome, by: interceptors[decider])
+            case .retry:
+                retries[decider] += 1
+                delays[decider] = nil
+                log?.record(.retried, attempt: attempt, outcome: outcome, by: interceptors[decider], delay: .zero)
+            case .retryAfter(let delay):
+                retries[decider] += 1
+                delays[decider] = delay
+                log?.record(.retried, attempt: attempt, outcome: outcome, by: interceptors[decider], delay: delay)
+                try await clock.sleep(for: delay)
+            }
+        }
+    }
+
+    /// Logs that `reactor` reacts to the result of `task` (called by ``URLTaskReactor``'s forwarding).
+    func logReaction(of task: URLTask, by reactor: any Reactor.Type, handle: TaskHandle) {
+        guard logger.logLevel <= .debug else { return }
+        URLTaskLog(logger: logger, task: task).record(.reacted, reactor: reactor, handle: handle)
+    }
+}
+
+/// The `.debug` records of one request's life, each with an `event` metadata key.
+///
+/// Only created when the logger's level is `.debug` or lower, so a silent or `.info` logger
+/// costs one level comparison per request and nothing else.
+struct URLTaskLog {
+    /// The value of the `event` metadata key.
+    enum Event: String {
+        /// Every interceptor adapted the attempt; it is about to be sent.
+        case adapted
+        /// The attempt was sent and a response (any status) or an error came back.
+        case sent
+        /// An interceptor asked for another attempt because this one failed.
+        case retried
+        /// An interceptor asked for the request to be sent again with changes (a new token).
+        case replayed
+        /// The request's outcome goes to the manager (and its reactors).
+        case completed
+        /// A ``URLTaskReactor`` reacts to the outcome.
+        case reacted
+        /// A reactor requeued the task: it runs again.
+        case requeued
+    }
+
+    let logger: Logger
+    let task: URLTask
+
+    func record(
+        _ event: Event, attempt: Int? = nil, request: URLRequest? = nil,
+        outcome: Result<URLTaskResponse, any Error>? = nil, by interceptor: (any URLTaskInterceptor)? = nil,
+        delay: Duration? = nil, reactor: (any Reactor.Type)? = nil, handle: TaskHandle? = nil
+    ) {
+        var metadata: Logger.Metadata = [
+            "event": .string(event.rawValue),
+            "request": .string(String(task.requestID)),
+        ]
+        let shown = request ?? task.request
+        metadata["method"] = .string(shown.httpMethod ?? "GET")
+        metadata["url"] = .string(shown.url?.absoluteString ?? "-")
+        if let attempt { metadata["attempt"] = .string(String(attempt)) }
+        switch outcome {
+        case .success(let response)?:
+            metadata["status"] = .string(String(response.statusCode))
+            metadata["bytes"] = .string(String(response.data.count))
+        case .failure(let error)?:
+            metadata["error"] = .string(String(describing: error))
+        case nil:
+            break
+        }
+        if let interceptor { metadata["by"] = .string(String(describing: type(of: interceptor))) }
+        if let delay { metadata["delay"] = .string(String(describing: delay)) }
+        if let reactor { metadata["reactor"] = .string(String(describing: reactor)) }
+        if let handle { metadata["handle"] = .string(String(handle.identifier)) }
+        logger.debug("\(event.rawValue)", metadata: metadata)
+    }
+}
+
+extension BearerTokenAuthenticator: URLTaskInterceptor {
+    /// Signs the request with the current credential, waiting for a refresh when needed.
+    public func adapt(_ request: URLRequest, for task: URLTask, context: URLTaskContext) async throws -> URLRequest {
+        try await authorize(request, transport: context.transport)
+    }
+
+    /// On `401`, waits for a credential newer than the one the request was signed with
+    /// (refreshing once if needed), then asks for an immediate ``URLTaskRetryDecision/replay``
+    /// (which does not count against any other interceptor's retry budget).
+    public func retry(
+        _ request: URLRequest, for task: URLTask, dueTo outcome: Result<URLTaskResponse, any Error>,
+        context: URLTaskContext
+    ) async throws -> URLTaskRetryDecision {
+        guard case .success(let response) = outcome, response.statusCode == 401 else { return .doNotRetry }
+        try await handleUnauthorized(request, transport: context.transport)
+        return .replay
+    }
+}
+
+extension HTTPRetryPolicy: URLTaskInterceptor {
+    /// Asks for a retry after the policy's delay when the outcome is retryable and the budget allows.
+    public func retry(
+        _ request: URLRequest, for task: URLTask, dueTo outcome: Result<URLTaskResponse, any Error>,
+        context: URLTaskContext
+    ) async throws -> URLTaskRetryDecision {
+        guard
+            let delay = delay(
+                for: request, outcome: outcome.map(\.response), retriesSoFar: context.retriesSoFar,
+                previousDelay: context.previousDelay
+            )
+        else { return .doNotRetry }
+        return .retryAfter(delay)
+    }
+}

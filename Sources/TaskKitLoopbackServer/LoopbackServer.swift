@@ -1,0 +1,398 @@
+import FlyingFox
+import FlyingSocks
+import Foundation
+
+/// An HTTP server on `127.0.0.1` (a free port chosen by the kernel) with the endpoints TaskKit's
+/// HTTP tests, benchmarks and demo exercise.
+///
+/// It never binds anything but the loopback interface. Two listeners run side by side:
+/// a FlyingFox server for every well-formed endpoint, and a tiny raw TCP listener for the
+/// deliberately broken ones (a connection closed mid-body, bytes that are not HTTP at all).
+///
+/// | Endpoint | Behaviour |
+/// |---|---|
+/// | `POST /token` | Issues a fresh bearer token valid for ``Knobs/tokenLifetime``; counts refreshes; fails with 500 while ``Knobs/tokenFailures`` is positive |
+/// | `GET /protected` | 200 with `Authorization: Bearer <valid token>`, 401 otherwise |
+/// | `GET /flaky?key=K`, `POST /flaky?key=K` | 503 for the first ``Knobs/failuresBeforeSuccess`` calls per key (both methods share the count), then 200 |
+/// | `GET /flaky-protected?key=K` | 401 without a valid bearer token; with one, as `GET /flaky` (its own per-key count, only authorised calls count) |
+/// | `GET /ratelimited?key=K&mode=seconds|date&after=N` | 429 with `Retry-After` (delta seconds or HTTP-date) on the first call per key, then 200 |
+/// | `GET /slow?ms=N` | 200 after `N` ms (default ``Knobs/slowDelay``) |
+/// | `GET /profile?user=U` | a small JSON profile after ``Knobs/profileDelay`` |
+/// | `GET /search?q=Q` | a JSON array of results for `Q` |
+/// | `POST /analytics` | accepts a JSON array of events, counts them (``analyticsEventCount()``) |
+/// | `GET /hello` | 200 with a short text body (benchmarks) |
+/// | `GET /status?code=N` | an empty response with status `N` |
+/// | ``truncatedURL`` | a 200 header announcing 1,000 bytes, 10 bytes of body, then the connection closes |
+/// | ``garbageURL`` | bytes that are not an HTTP response, then the connection closes |
+public final class LoopbackServer: Sendable {
+    /// The endpoints whose hits are counted.
+    public enum Endpoint: String, Sendable, Hashable, CaseIterable {
+        case token, protected, flaky, ratelimited, slow, profile, search, analytics, hello, status
+        case truncated, garbage
+        /// `GET /flaky-protected`.
+        case flakyProtected
+    }
+
+    /// Server behaviour that tests and the demo can change while it runs.
+    public struct Knobs: Sendable {
+        /// How long an issued token stays valid. Default 60 s.
+        public var tokenLifetime: TimeInterval = 60
+        /// How many upcoming `POST /token` calls fail with 500. Default 0.
+        public var tokenFailures: Int = 0
+        /// How long `POST /token` takes to answer. Default 0.
+        public var tokenDelay: TimeInterval = 0
+        /// How many calls per key `GET /flaky` fails with 503 before succeeding. Default 2.
+        public var failuresBeforeSuccess: Int = 2
+        /// The default delay of `GET /slow`. Default 2 s.
+        public var slowDelay: TimeInterval = 2
+        /// The delay of `GET /profile`. Default 0.2 s.
+        public var profileDelay: TimeInterval = 0.2
+
+        /// The defaults.
+        public init() {}
+    }
+
+    /// The base URL of the well-formed endpoints, e.g. `http://127.0.0.1:54321`.
+    public let baseURL: URL
+    /// A URL whose response announces 1,000 body bytes, sends 10, then closes the connection.
+    public let truncatedURL: URL
+    /// A URL whose "response" is not HTTP at all.
+    public let garbageURL: URL
+
+    private let state: ServerState
+    private let server: HTTPServer
+    private let serverTask: Task<Void, any Error>
+    private let raw: RawListener
+
+    private init(
+        baseURL: URL, rawBaseURL: URL, state: ServerState, server: HTTPServer,
+        serverTask: Task<Void, any Error>, raw: RawListener
+    ) {
+        self.baseURL = baseURL
+        self.truncatedURL = rawBaseURL.appendingPathComponent("truncated")
+        self.garbageURL = rawBaseURL.appendingPathComponent("garbage")
+        self.state = state
+        self.server = server
+        self.serverTask = serverTask
+        self.raw = raw
+    }
+
+    /// Starts both listeners on `127.0.0.1`, each on a free port, and returns once they accept
+    /// connections.
+    ///
+    /// - Parameter knobs: The initial behaviour.
+    public static func start(knobs: Knobs = Knobs()) async throws -> LoopbackServer {
+        let state = ServerState(knobs: knobs)
+        let server = HTTPServer(
+            address: try sockaddr_in.inet(ip4: "127.0.0.1", port: 0),
+            timeout: 30,
+            logger: .disabled
+        )
+        await state.install(on: server)
+        let serverTask = Task { try await server.run() }
+        try await server.waitUntilListening(timeout: 10)
+        guard case .ip4(_, let port)? = await server.listeningAddress else {
+            serverTask.cancel()
+            throw SocketError.unsupportedAddress
+        }
+        let raw = try await RawListener.start(state: state)
+        return LoopbackServer(
+            baseURL: URL(string: "http://127.0.0.1:\(port)")!,
+            rawBaseURL: URL(string: "http://127.0.0.1:\(raw.port)")!,
+            state: state, server: server, serverTask: serverTask, raw: raw
+        )
+    }
+
+    /// Stops both listeners; later connections are refused. Idempotent.
+    public func stop() async {
+        await server.stop(timeout: 1)
+        serverTask.cancel()
+        raw.stop()
+    }
+
+    /// The URL of `path` (for example `"protected"` or `"search?q=swift"`) on this server.
+    public func url(_ path: String) -> URL {
+        URL(string: path, relativeTo: baseURL)!.absoluteURL
+    }
+
+    /// The number of requests `endpoint` has received.
+    public func hits(_ endpoint: Endpoint) async -> Int { await state.hits[endpoint, default: 0] }
+
+    /// The number of tokens `POST /token` has issued.
+    public func refreshCount() async -> Int { await state.issuedTokens }
+
+    /// The number of analytics events received by `POST /analytics`.
+    public func analyticsEventCount() async -> Int { await state.analyticsEvents }
+
+    /// The current knobs.
+    public func knobs() async -> Knobs { await state.knobs }
+
+    /// Changes the knobs.
+    public func updateKnobs(_ change: @Sendable (inout Knobs) -> Void) async {
+        await state.updateKnobs(change)
+    }
+
+    /// Makes every token issued so far invalid, as if they had all expired.
+    public func expireAllTokens() async { await state.expireAllTokens() }
+
+    /// Issues a valid token directly (without counting a refresh), for tests that start signed in.
+    public func issueToken() async -> String { await state.issueToken(counted: false) }
+}
+
+/// The server's mutable state, isolated in an actor (handlers are async anyway).
+actor ServerState {
+    var knobs: Knobs
+    var hits: [LoopbackServer.Endpoint: Int] = [:]
+    var tokens: [String: Date] = [:]
+    var issuedTokens = 0
+    var tokenSerial = 0
+    var flakyCalls: [String: Int] = [:]
+    var flakyProtectedCalls: [String: Int] = [:]
+    var rateLimitedCalls: [String: Int] = [:]
+    var analyticsEvents = 0
+
+    typealias Knobs = LoopbackServer.Knobs
+
+    init(knobs: Knobs) { self.knobs = knobs }
+
+    func updateKnobs(_ change: @Sendable (inout Knobs) -> Void) { change(&knobs) }
+
+    func hit(_ endpoint: LoopbackServer.Endpoint) { hits[endpoint, default: 0] += 1 }
+
+    func expireAllTokens() {
+        for key in tokens.keys { tokens[key] = .distantPast }
+    }
+
+    func issueToken(counted: Bool) -> String {
+        tokenSerial += 1
+        if counted { issuedTokens += 1 }
+        let token = "token-\(tokenSerial)-\(UUID().uuidString.prefix(8))"
+        tokens[token] = Date().addingTimeInterval(knobs.tokenLifetime)
+        return token
+    }
+
+    /// `nil` when the token endpoint must fail now.
+    func refreshToken() -> (token: String, lifetime: TimeInterval)? {
+        if knobs.tokenFailures > 0 {
+            knobs.tokenFailures -= 1
+            return nil
+        }
+        return (issueToken(counted: true), knobs.tokenLifetime)
+    }
+
+    func isValid(authorization: String?) -> Bool {
+        guard let authorization, authorization.hasPrefix("Bearer ") else { return false }
+        let token = String(authorization.dropFirst("Bearer ".count))
+        guard let expiry = tokens[token] else { return false }
+        return expiry > Date()
+    }
+
+    func flakyCall(key: String) -> Bool {
+        let calls = flakyCalls[key, default: 0]
+        flakyCalls[key] = calls + 1
+        return calls >= knobs.failuresBeforeSuccess
+    }
+
+    func flakyProtectedCall(key: String) -> Bool {
+        let calls = flakyProtectedCalls[key, default: 0]
+        flakyProtectedCalls[key] = calls + 1
+        return calls >= knobs.failuresBeforeSuccess
+    }
+
+    func rateLimitedCall(key: String) -> Bool {
+        let calls = rateLimitedCalls[key, default: 0]
+        rateLimitedCalls[key] = calls + 1
+        return calls >= 1
+    }
+
+    func recordAnalytics(_ count: Int) { analyticsEvents += count }
+
+    func install(on server: HTTPServer) async {
+        await server.appendRoute("POST /token") { [self] _ in
+            await hit(.token)
+            let delay = await knobs.tokenDelay
+            if delay > 0 { try await Task.sleep(for: .seconds(delay)) }
+            guard let (token, lifetime) = await refreshToken() else {
+                return HTTPResponse(statusCode: .internalServerError, body: Data("token service down".utf8))
+            }
+            let body = #"{"access_token":"\#(token)","token_type":"Bearer","expires_in":\#(lifetime)}"#
+            return Self.json(body)
+        }
+        await server.appendRoute("GET /protected") { [self] request in
+            await hit(.protected)
+            guard await isValid(authorization: request.headers[.authorization]) else {
+                var headers = HTTPHeaders()
+                headers[HTTPHeader("WWW-Authenticate")] = #"Bearer error="invalid_token""#
+                return HTTPResponse(statusCode: .unauthorized, headers: headers)
+            }
+            return Self.json(#"{"secret":"loopback"}"#)
+        }
+        for method in ["GET", "POST"] {
+            await server.appendRoute(HTTPRoute("\(method) /flaky")) { [self] request in
+                await hit(.flaky)
+                let key = request.query["key"] ?? "default"
+                guard await flakyCall(key: key) else {
+                    return HTTPResponse(statusCode: .serviceUnavailable)
+                }
+                return HTTPResponse(statusCode: .ok, body: Data("recovered \(key)".utf8))
+            }
+        }
+        await server.appendRoute("GET /flaky-protected") { [self] request in
+            await hit(.flakyProtected)
+            guard await isValid(authorization: request.headers[.authorization]) else {
+                var headers = HTTPHeaders()
+                headers[HTTPHeader("WWW-Authenticate")] = #"Bearer error="invalid_token""#
+                return HTTPResponse(statusCode: .unauthorized, headers: headers)
+            }
+            let key = request.query["key"] ?? "default"
+            guard await flakyProtectedCall(key: key) else {
+                return HTTPResponse(statusCode: .serviceUnavailable)
+            }
+            return HTTPResponse(statusCode: .ok, body: Data("recovered \(key)".utf8))
+        }
+        await server.appendRoute("GET /ratelimited") { [self] request in
+            await hit(.ratelimited)
+            let key = request.query["key"] ?? "default"
+            guard await rateLimitedCall(key: key) else {
+                let after = Int(request.query["after"] ?? "") ?? 1
+                let value: String
+                if request.query["mode"] == "date" {
+                    value = Self.httpDate(Date().addingTimeInterval(TimeInterval(after)))
+                } else {
+                    value = String(after)
+                }
+                var headers = HTTPHeaders()
+                headers[HTTPHeader("Retry-After")] = value
+                return HTTPResponse(statusCode: .tooManyRequests, headers: headers)
+            }
+            return HTTPResponse(statusCode: .ok, body: Data("allowed \(key)".utf8))
+        }
+        await server.appendRoute("GET /slow") { [self] request in
+            await hit(.slow)
+            let milliseconds = Double(request.query["ms"] ?? "").map { $0 / 1000 }
+            let delay = if let milliseconds { milliseconds } else { await knobs.slowDelay }
+            try await Task.sleep(for: .seconds(delay))
+            return HTTPResponse(statusCode: .ok, body: Data("slow".utf8))
+        }
+        await server.appendRoute("GET /profile") { [self] request in
+            await hit(.profile)
+            let delay = await knobs.profileDelay
+            if delay > 0 { try await Task.sleep(for: .seconds(delay)) }
+            let user = request.query["user"] ?? "me"
+            return Self.json(#"{"user":"\#(Self.jsonEscaped(user))","name":"Loopback User","plan":"pro"}"#)
+        }
+        await server.appendRoute("GET /search") { [self] request in
+            await hit(.search)
+            let query = Self.jsonEscaped(request.query["q"] ?? "")
+            return Self.json(#"{"query":"\#(query)","results":["\#(query) 1","\#(query) 2","\#(query) 3"]}"#)
+        }
+        await server.appendRoute("POST /analytics") { [self] request in
+            await hit(.analytics)
+            let body = try await request.bodyData
+            guard let events = try? JSONSerialization.jsonObject(with: body) as? [Any] else {
+                return HTTPResponse(statusCode: .badRequest, body: Data("expected a JSON array".utf8))
+            }
+            await recordAnalytics(events.count)
+            return Self.json(#"{"accepted":\#(events.count)}"#)
+        }
+        await server.appendRoute("GET /hello") { [self] _ in
+            await hit(.hello)
+            return HTTPResponse(statusCode: .ok, body: Data("hello".utf8))
+        }
+        await server.appendRoute("GET /status") { [self] request in
+            await hit(.status)
+            let code = Int(request.query["code"] ?? "") ?? 200
+            return HTTPResponse(statusCode: HTTPStatusCode(code, phrase: "Status \(code)"))
+        }
+    }
+
+    static func json(_ body: String) -> HTTPResponse {
+        HTTPResponse(statusCode: .ok, headers: [.contentType: "application/json"], body: Data(body.utf8))
+    }
+
+    static func jsonEscaped(_ text: String) -> String {
+        text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+    }
+
+    static func httpDate(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.string(from: date)
+    }
+}
+
+/// A raw TCP listener on `127.0.0.1` for the responses FlyingFox (rightly) refuses to produce.
+final class RawListener: Sendable {
+    let port: UInt16
+    private let socket: AsyncSocket
+    private let task: Task<Void, Never>
+
+    private init(port: UInt16, socket: AsyncSocket, task: Task<Void, Never>) {
+        self.port = port
+        self.socket = socket
+        self.task = task
+    }
+
+    static func start(state: ServerState) async throws -> RawListener {
+        let pool: some AsyncSocketPool = .make()
+        try await pool.prepare()
+        let listening = try Socket(domain: AF_INET, type: .stream)
+        try listening.setValue(true, for: .localAddressReuse)
+        try listening.bind(to: try sockaddr_in.inet(ip4: "127.0.0.1", port: 0))
+        try listening.listen()
+        guard case .ip4(_, let port) = try listening.sockname() else {
+            try? listening.close()
+            throw SocketError.unsupportedAddress
+        }
+        let socket = try AsyncSocket(socket: listening, pool: pool)
+        let task = Task {
+            await withDiscardingTaskGroup { group in
+                group.addTask { try? await pool.run() }
+                do {
+                    for try await connection in socket.sockets {
+                        group.addTask { await Self.serve(connection, state: state) }
+                    }
+                } catch {}
+                group.cancelAll()
+            }
+        }
+        return RawListener(port: port, socket: socket, task: task)
+    }
+
+    func stop() {
+        try? socket.close()
+        task.cancel()
+    }
+
+    private static func serve(_ connection: AsyncSocket, state: ServerState) async {
+        defer { try? connection.close() }
+        // Read up to the end of the request head.
+        var head = [UInt8]()
+        let terminator: [UInt8] = Array("\r\n\r\n".utf8)
+        do {
+            while !head.ends(with: terminator), head.count < 16_384 {
+                head.append(contentsOf: try await connection.read(atMost: 4096))
+                if let range = head.firstRange(of: terminator) { head = Array(head[..<range.upperBound]) }
+            }
+        } catch {
+            return
+        }
+        let requestLine = String(decoding: head.prefix { $0 != 13 }, as: UTF8.self)
+        if requestLine.contains("/truncated") {
+            await state.hit(.truncated)
+            let response = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\n0123456789"
+            try? await connection.write(Data(response.utf8))
+        } else {
+            await state.hit(.garbage)
+            try? await connection.write(Data("\u{1}\u{2}THIS IS NOT HTTP\r\n\r\n\u{0}\u{7f}garbage".utf8))
+        }
+    }
+}
+
+extension Array where Element == UInt8 {
+    fileprivate func ends(with suffix: [UInt8]) -> Bool {
+        count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Progress lines while scenarios run, then the summary table. Writes to standard error when
+/// JSON goes to standard output.
+struct Console: Sendable {
+    let quiet: Bool
+
+    private var interactive: Bool { !quiet && isatty(STDOUT_FILENO) != 0 }
+
+    func line(_ text: String) {
+        if quiet {
+            FileHandle.standardError.write(Data((text + "\n").utf8))
+        } else {
+            print(text)
+        }
+    }
+
+    /// Runs `work` with a progress line: a ticking timer on a terminal, a start line otherwise.
+    func running<T: Sendable>(_ title: String, _ work: @Sendable () async -> T) async -> T {
+        guard interactive else {
+            line("… \(title)")
+            return await work()
+        }
+        let start = ContinuousClock.now
+        let ticker = Task {
+            while !Task.isCancelled {
+                let elapsed = start.duration(to: .now).seconds
+                print(String(format: "\r… %@ (%.1f s)", title, elapsed), terminator: "")
+                fflush(nil)
+                try? await Task.sleep(for: .milliseconds(200))
+            }
+        }
+        let result = await work()
+        ticker.cancel()
+        _ = await ticker.result
+        print("\r\u{1B}[2K", terminator: "")
+        return result
+    }
+
+    func show(_ report: ScenarioReport) {
+        line("\(report.passed ? "✔" : "✘") \(report.title) — \(String(format: "%.2f s", report.seconds))")
+        for measurement in report.measurements {
+            line("    \(measurement.what): \(measurement.value)")
+        }
+        for check in report.checks {
+            let mark = check.passed ? "ok  " : "FAIL"
+            line("    [\(mark)] \(check.what): \(check.actual)\(check.passed ? "" : " (expected \(check.expected))")")
+        }
+    }
+
+    func summary(_ reports: [ScenarioReport]) {
+        let header = ["scenario", "result", "checks", "time"]
+        let rows = reports.map { report in
+            [
+                report.name,
+                report.passed ? "passed" : "FAILED",
+                "\(report.checks.filter(\.passed).count)/\(report.checks.count)",
+                String(format: "%.2f s", report.seconds),
+            ]
+        }
+        let widths = header.indices.map { column in
+            ([header] + rows).map { $0[column].count }.max() ?? 0
+        }
+        func format(_ row: [String]) -> String {
+            "| " + row.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: " | ") + " |"
+        }
+        line("")
+        line(format(header))
+        line("|" + widths.map { String(repeating: "-", count: $0 + 2) }.joined(separator: "|") + "|")
+        rows.forEach { line(format($0)) }
+        let failed = reports.filter { !$0.passed }.count
+        line(failed == 0 ? "\nAll scenarios behaved as expected (\(reports.count) run)." : "\n\(failed) of \(reports.count) scenario(s) did not behave as expected.")
+    }
+}

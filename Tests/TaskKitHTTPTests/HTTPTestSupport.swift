@@ -1,0 +1,229 @@
+import Foundation
+import Logging
+import TaskKit
+import TaskKitLoopbackServer
+import TaskKitTestSupport
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+@testable import TaskKitHTTP
+
+/// Starts a loopback server (127.0.0.1, free ports), runs `body`, and always stops the server.
+func withHTTPTestServer<R>(
+    knobs: LoopbackServer.Knobs = LoopbackServer.Knobs(),
+    _ body: (LoopbackServer) async throws -> R
+) async throws -> R {
+    let server = try await LoopbackServer.start(knobs: knobs)
+    #expect(server.baseURL.host == "127.0.0.1")
+    do {
+        let result = try await body(server)
+        await server.stop()
+        return result
+    } catch {
+        await server.stop()
+        throw error
+    }
+}
+
+/// The JSON of the loopback server's `POST /token`.
+struct HTTPTestTokenResponse: Decodable {
+    let access_token: String
+    let expires_in: Double
+}
+
+/// A refresh closure that asks `server`'s `POST /token` for a token, through the bare transport.
+func httpTestRefresh(
+    _ server: LoopbackServer,
+    afterIssuing: (@Sendable () async -> Void)? = nil
+) -> BearerTokenAuthenticator.Refresh {
+    { _, transport in
+        var request = URLRequest(url: server.url("/token"))
+        request.httpMethod = "POST"
+        let (data, response) = try await transport.send(request)
+        guard response.statusCode == 200 else { throw HTTPTestError.status(response.statusCode) }
+        let token = try JSONDecoder().decode(HTTPTestTokenResponse.self, from: data)
+        await afterIssuing?()
+        return BearerCredential(accessToken: token.access_token, expiresIn: .seconds(token.expires_in))
+    }
+}
+
+enum HTTPTestError: Error, Equatable {
+    case status(Int)
+    case adapterRefused
+}
+
+/// Polls `condition` (state of the *server* or the network, which no injected clock controls)
+/// every 5 ms, for at most `limit`; returns whether it became true.
+func httpTestEventually(
+    within limit: Duration = .seconds(10), _ condition: @Sendable () async -> Bool
+) async -> Bool {
+    let deadline = ContinuousClock.now.advanced(by: limit)
+    while ContinuousClock.now < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    return await condition()
+}
+
+/// A one-shot gate: `wait()` suspends until `open()`.
+final class HTTPTestGate: Sendable {
+    private let state = LockedState<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func open() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.open = true
+            defer { state.waiters.removeAll() }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    var waiting: Int { state.withLock { $0.waiters.count } }
+
+    func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let proceed = state.withLock { state -> Bool in
+                if state.open { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if proceed { continuation.resume() }
+        }
+    }
+}
+
+/// A transport that forwards to another and records every request and outcome.
+final class HTTPTestRecordingTransport: HTTPTransport {
+    let inner: any HTTPTransport
+    private let log = LockedState<[(request: URLRequest, outcome: Result<Int, any Error>?)]>([])
+
+    init(_ inner: any HTTPTransport = URLSessionTransport()) { self.inner = inner }
+
+    var requests: [URLRequest] { log.withLock { $0.map(\.request) } }
+    var outcomes: [Result<Int, any Error>?] { log.withLock { $0.map(\.outcome) } }
+
+    func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        let index = log.withLock { log -> Int in
+            log.append((request, nil))
+            return log.count - 1
+        }
+        do {
+            let (data, response) = try await inner.send(request)
+            log.withLock { $0[index].outcome = .success(response.statusCode) }
+            return (data, response)
+        } catch {
+            log.withLock { $0[index].outcome = .failure(error) }
+            throw error
+        }
+    }
+}
+
+/// An interceptor that records what it sees in each hook.
+final class HTTPTestRecordingInterceptor: URLTaskInterceptor {
+    private let log = LockedState<(intercepted: [String], adapted: [String], judged: [String])>(([], [], []))
+
+    var intercepted: [String] { log.withLock { $0.intercepted } }
+    var adapted: [String] { log.withLock { $0.adapted } }
+    var judged: [String] { log.withLock { $0.judged } }
+
+    func intercept(task: inout URLTask, currentBatchCount: Int) -> InterceptCommand {
+        let path = task.request.url?.path ?? "-"
+        log.withLock { $0.intercepted.append(path) }
+        return .execute
+    }
+
+    func adapt(_ request: URLRequest, for task: URLTask, context: URLTaskContext) async throws -> URLRequest {
+        let path = request.url?.path ?? "-"
+        log.withLock { $0.adapted.append(path) }
+        return request
+    }
+
+    func retry(
+        _ request: URLRequest, for task: URLTask, dueTo outcome: Result<URLTaskResponse, any Error>,
+        context: URLTaskContext
+    ) async throws -> URLTaskRetryDecision {
+        let path = request.url?.path ?? "-"
+        log.withLock { $0.judged.append(path) }
+        return .doNotRetry
+    }
+}
+
+/// A swift-log handler that keeps every record, and counts metadata writes.
+struct HTTPTestCapturingLogHandler: LogHandler {
+    struct Record: Sendable {
+        var level: Logger.Level
+        var message: String
+        var metadata: Logger.Metadata
+    }
+
+    final class Store: Sendable {
+        let records = LockedState<[Record]>([])
+        let metadataWrites = LockedState(0)
+
+        var all: [Record] { records.withLock { $0 } }
+        var events: [String] { all.compactMap { $0.metadata["event"].map { "\($0)" } } }
+    }
+
+    let store: Store
+    var logLevel: Logger.Level
+    var metadataStorage: Logger.Metadata = [:]
+
+    init(store: Store, level: Logger.Level) {
+        self.store = store
+        self.logLevel = level
+    }
+
+    var metadata: Logger.Metadata {
+        get { metadataStorage }
+        set {
+            store.metadataWrites.withLock { $0 += 1 }
+            metadataStorage = newValue
+        }
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadataStorage[key] }
+        set {
+            store.metadataWrites.withLock { $0 += 1 }
+            metadataStorage[key] = newValue
+        }
+    }
+
+    func log(event: LogEvent) {
+        let merged = metadataStorage.merging(event.metadata ?? [:]) { $1 }
+        store.records.withLock { $0.append(Record(level: event.level, message: event.message.description, metadata: merged)) }
+    }
+
+    static func logger(level: Logger.Level) -> (Logger, Store) {
+        let store = Store()
+        let logger = Logger(label: "TaskKitHTTPTests") { _ in HTTPTestCapturingLogHandler(store: store, level: level) }
+        return (logger, store)
+    }
+}
+
+/// A retry policy without jitter: delays 1 s, 2 s, then capped at 3 s.
+func httpTestRetryPolicy(count: Int = 3, jitter: IntervalProxy.Jitter = .none) -> HTTPRetryPolicy {
+    HTTPRetryPolicy(
+        retry: .count(
+            count: count,
+            intervalProxy: .exponentialBackoff(initialTimeInterval: 1, scaleRate: 2, maximumTimeInterval: 3, jitter: jitter)
+        )
+    )
+}
+
+extension ManualClock {
+    /// Waits (at most 10 s of real time, so a missing sleeper fails the test instead of hanging
+    /// it) for a sleeper, moves time to its deadline and returns the delay it slept; `nil`, with
+    /// a recorded issue, when nobody went to sleep.
+    func httpTestAdvanceToNextSleeper(sourceLocation: SourceLocation = #_sourceLocation) async -> Duration? {
+        guard await httpTestEventually({ self.sleeperCount >= 1 }) else {
+            Issue.record("nobody slept on the manual clock", sourceLocation: sourceLocation)
+            return nil
+        }
+        let before = now
+        advanceToNextDeadline()
+        return before.duration(to: now)
+    }
+}

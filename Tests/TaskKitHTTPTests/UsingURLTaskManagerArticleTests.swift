@@ -1,0 +1,145 @@
+// The code of the DocC article Sources/TaskKitHTTP/TaskKitHTTP.docc/UsingURLTaskManager.md,
+// compiled and run against the loopback server so the article is proven to work. Keep the two in
+// step: the article shows exactly these declarations (the type names carry an `Article` prefix
+// here only to stay unique within the test target).
+import Foundation
+import Synchronization
+import TaskKit
+import TaskKitHTTP
+import TaskKitLoopbackServer
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+// MARK: - Article code
+
+/// The signed-in user of the article: an access token that can be refreshed.
+final class ArticleUserSession: Sendable {
+    private let token: Mutex<String>
+    let tokenURL: URL
+
+    init(token: String, tokenURL: URL) {
+        self.token = Mutex(token)
+        self.tokenURL = tokenURL
+    }
+
+    var authorization: String { "Bearer \(token.withLock { $0 })" }
+
+    func refreshAuthorizationToken() async throws {
+        struct TokenResponse: Decodable { let access_token: String }
+        var request = URLRequest(url: tokenURL)
+        request.httpMethod = "POST"
+        // A plain URLSession: the refresh does not go through the manager's interceptors.
+        let (data, response) = try await URLSession.shared.data(for: request)
+        guard (response as? HTTPURLResponse)?.statusCode == 200 else { throw URLError(.userAuthenticationRequired) }
+        let fresh = try JSONDecoder().decode(TokenResponse.self, from: data).access_token
+        token.withLock { $0 = fresh }
+    }
+}
+
+/// The seed's interceptor: adds the user's `Authorization` header to every request.
+struct ArticleAuthorizationInterceptor: URLTaskInterceptor {
+    let user: ArticleUserSession
+
+    func intercept(task: inout URLTask, currentBatchCount: Int) -> InterceptCommand {
+        task.request.setValue(user.authorization, forHTTPHeaderField: "Authorization")
+        return .execute
+    }
+}
+
+/// The seed's reactor: on a 401, refreshes the token, then sends the request again.
+struct ArticleRefreshOn401Reactor: URLTaskReactor {
+    let user: ArticleUserSession
+
+    var configuration: ReactorConfiguration {
+        ReactorConfiguration(
+            timeout: .seconds(30),
+            requeuesTask: true,  // send the request again after the refresh...
+            suspendsTaskQueue: true,  // ...hold new requests while it runs...
+            reinterceptOnRequeue: true  // ...and sign them again with the new token.
+        )
+    }
+
+    func shouldExecute(
+        after result: Result<URLTaskResponse, any Error>, from task: URLTask, with handle: TaskHandle
+    ) -> Bool {
+        guard case .success(let response) = result else { return false }
+        return response.statusCode == 401
+    }
+
+    func execute() async throws {
+        try await user.refreshAuthorizationToken()
+    }
+}
+
+/// The built-in equivalent of both, plus retries.
+func articleBuiltInManager(tokenURL: URL, savedToken: String) -> URLTaskManager {
+    struct TokenResponse: Decodable {
+        let access_token: String
+        let expires_in: Double
+    }
+    let authenticator = BearerTokenAuthenticator(
+        credential: BearerCredential(accessToken: savedToken, expiresIn: .seconds(3600))
+    ) { current, transport in
+        var request = URLRequest(url: tokenURL)
+        request.httpMethod = "POST"
+        let (data, response) = try await transport.send(request)
+        guard response.statusCode == 200 else { throw URLError(.userAuthenticationRequired) }
+        let token = try JSONDecoder().decode(TokenResponse.self, from: data)
+        return BearerCredential(accessToken: token.access_token, expiresIn: .seconds(token.expires_in))
+    }
+    return URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()], timeout: .seconds(30))
+}
+
+// MARK: - Proof
+
+@Suite("The UsingURLTaskManager article's code")
+struct UsingURLTaskManagerArticleTests {
+    @Test("the seed's interceptor signs requests and its reactor refreshes on 401 and requeues")
+    func seedInterceptorAndReactor() async throws {
+        try await withHTTPTestServer { server in
+            let user = ArticleUserSession(token: await server.issueToken(), tokenURL: server.url("/token"))
+            let manager = URLTaskManager(
+                interceptors: [ArticleAuthorizationInterceptor(user: user)],
+                reactors: [ArticleRefreshOn401Reactor(user: user)]
+            )
+            let (first, _) = try await manager.data(for: URLRequest(url: server.url("/protected")))
+            #expect(String(decoding: first, as: UTF8.self).contains("loopback"))
+            #expect(await server.refreshCount() == 0)
+
+            await server.expireAllTokens()
+            let (_, response) = try await manager.data(for: URLRequest(url: server.url("/protected")))
+            #expect(response.statusCode == 200)
+            #expect(await server.refreshCount() == 1)
+            #expect(await server.hits(.protected) == 3)  // 200, then 401 and 200 after the refresh
+
+            // Concurrent requests all get through (possibly with more than one refresh: use the
+            // built-in authenticator when exactly one matters).
+            await server.expireAllTokens()
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<10 {
+                    group.addTask { try await manager.data(for: URLRequest(url: server.url("/protected"))).1.statusCode }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(statuses == Array(repeating: 200, count: 10))
+        }
+    }
+
+    @Test("the built-in authenticator and retry policy: one refresh, retries")
+    func builtIn() async throws {
+        try await withHTTPTestServer { server in
+            let manager = articleBuiltInManager(tokenURL: server.url("/token"), savedToken: await server.issueToken())
+            await server.expireAllTokens()
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<10 {
+                    group.addTask { try await manager.data(for: URLRequest(url: server.url("/protected"))).1.statusCode }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(statuses == Array(repeating: 200, count: 10))
+            #expect(await server.refreshCount() == 1)
+        }
+    }
+}

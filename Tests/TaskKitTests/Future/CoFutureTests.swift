@@ -1,0 +1,480 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+@testable import TaskKit
+
+/// An append-only log shared between threads.
+final class Log<Element: Sendable>: Sendable {
+    private let state = LockedState<[Element]>([])
+    func append(_ element: Element) { state.withLock { $0.append(element) } }
+    var elements: [Element] { state.withLock { $0 } }
+}
+
+struct TestError: Error, Equatable {
+    var code = 0
+}
+
+/// A counter shared between threads and tasks.
+final class Counter: Sendable {
+    private let storage = Atomic<Int>(0)
+    @discardableResult
+    func increment() -> Int { storage.add(1, ordering: .relaxed).newValue }
+    var value: Int { storage.load(ordering: .relaxed) }
+}
+
+private func currentThreadID() -> UInt {
+    #if canImport(Darwin)
+    return UInt(bitPattern: pthread_self())
+    #else
+    return UInt(pthread_self())
+    #endif
+}
+
+@Suite("CoFuture semantics")
+struct CoFutureTests {
+    @Test func firstCompletionWins() throws {
+        let promise = CoPromise<Int>()
+        promise.success(1)
+        promise.fail(TestError())
+        promise.complete(with: .success(3))
+        promise.cancel()
+        #expect(try promise.result?.get() == 1)
+        #expect(!promise.isCanceled)
+
+        let failed = CoPromise<Int>()
+        failed.fail(TestError(code: 7))
+        failed.success(2)
+        #expect(throws: TestError(code: 7)) { try failed.result?.get() }
+    }
+
+    @Test func initialisersCompleteImmediately() throws {
+        #expect(try CoFuture(value: 5).result?.get() == 5)
+        #expect(throws: TestError.self) { try CoFuture<Int>(error: TestError()).result?.get() }
+        #expect(try CoFuture<Int>(result: .success(9)).result?.get() == 9)
+        #expect(CoPromise<Int>().result == nil)
+    }
+
+    @Test func callbacksRunExactlyOnceInRegistrationOrder() {
+        let promise = CoPromise<Int>()
+        let log = Log<String>()
+        promise.whenComplete { _ in log.append("complete-1") }
+        promise.whenSuccess { log.append("success-\($0)") }
+        promise.whenFailure { _ in log.append("failure") }
+        promise.whenCanceled { log.append("canceled") }
+        promise.whenComplete { _ in log.append("complete-2") }
+        promise.whenComplete { _ in log.append("complete-3") }
+        promise.success(4)
+        promise.success(5)
+        promise.cancel()
+        #expect(log.elements == ["complete-1", "success-4", "complete-2", "complete-3"])
+    }
+
+    @Test func callbackAddedAfterCompletionRunsAtOnceOnTheCallersThread() {
+        let future = CoFuture(value: 1)
+        let caller = currentThreadID()
+        let ranOn = Log<UInt>()
+        future.whenSuccess { _ in ranOn.append(currentThreadID()) }
+        #expect(ranOn.elements == [caller])  // already ran, synchronously
+    }
+
+    @Test func callbackOnPendingFutureRunsOnTheCompletingThread() async {
+        let promise = CoPromise<Int>()
+        let ranOn = Log<UInt>()
+        promise.whenSuccess { _ in ranOn.append(currentThreadID()) }
+        let completer = await withCheckedContinuation { (continuation: CheckedContinuation<UInt, Never>) in
+            Thread.detachNewThread {
+                let me = currentThreadID()
+                promise.success(1)
+                continuation.resume(returning: me)
+            }
+        }
+        #expect(ranOn.elements == [completer])
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func noLockIsHeldWhileCallbacksRun() {
+        // Re-entering the future from its own callback would deadlock if a lock were held.
+        let promise = CoPromise<Int>()
+        let log = Log<String>()
+        promise.whenComplete { _ in
+            _ = promise.result
+            _ = promise.isCanceled
+            promise.cancel()
+            promise.success(99)
+            promise.whenSuccess { log.append("nested-\($0)") }
+            _ = promise.map { $0 + 1 }.result
+        }
+        promise.whenSuccess { log.append("outer-\($0)") }
+        promise.success(1)
+        // The nested callback was registered while earlier callbacks were still running, so it
+        // queues behind them: registration order holds.
+        #expect(log.elements == ["outer-1", "nested-1"])
+    }
+
+    @Test func cancelCompletesPendingFutureAndRunsCancelHandlers() async {
+        let promise = CoPromise<Int>()
+        let log = Log<String>()
+        promise.whenCanceled { log.append("canceled") }
+        promise.whenFailure { log.append("failure: \($0)") }
+        promise.cancel()
+        #expect(promise.isCanceled)
+        #expect(log.elements == ["canceled", "failure: CoFutureError.canceled"])
+        await #expect(throws: CoFutureError.canceled) { try await promise.value }
+    }
+
+    @Test func cancelOfACompletedFutureDoesNothing() throws {
+        let future = CoFuture(value: 1)
+        let log = Log<String>()
+        future.whenCanceled { log.append("canceled") }
+        future.cancel()
+        #expect(!future.isCanceled)
+        #expect(log.elements.isEmpty)
+        #expect(try future.result?.get() == 1)
+    }
+
+    @Test func cancelRunsUpTheChainAndDownToSiblings() {
+        let source = CoPromise<Int>()
+        let middle = source.map { $0 + 1 }
+        let leaf = middle.map { $0 * 2 }
+        let sibling = source.map { "\($0)" }
+        let log = Log<String>()
+        source.whenCanceled { log.append("source") }
+        sibling.whenCanceled { log.append("sibling") }
+        leaf.cancel()
+        #expect(leaf.isCanceled)
+        #expect(middle.isCanceled)
+        #expect(source.isCanceled)
+        #expect(sibling.isCanceled)
+        #expect(Set(log.elements) == ["source", "sibling"])
+        source.success(1)  // too late: ignored everywhere
+        #expect(leaf.isCanceled)
+    }
+
+    @Test func cancellingAFlatMapWhoseSourceFinishedCancelsTheInnerFuture() {
+        let source = CoPromise<Int>()
+        let inner = CoPromise<String>()
+        let innerCanceled = Log<Bool>()
+        inner.whenCanceled { innerCanceled.append(true) }
+        let result = source.flatMap { _ in inner }
+        source.success(1)
+        #expect(result.result == nil)
+        result.cancel()
+        #expect(result.isCanceled)
+        #expect(inner.isCanceled)
+        #expect(innerCanceled.elements == [true])
+        #expect(!source.isCanceled)  // already finished: unaffected
+    }
+
+    @Test func cancellingAFlatMapAfterItsSourceWasReleasedIsSafe() {
+        var source: CoPromise<Int>? = CoPromise<Int>()
+        let inner = CoPromise<Int>()
+        let result = source!.flatMap { _ in inner }
+        source!.success(1)
+        source = nil
+        result.cancel()
+        #expect(inner.isCanceled)
+    }
+
+    @Test func cancelledFlatMapDoesNotStartItsTransformAndCancelsLateInnerWork() {
+        let source = CoPromise<Int>()
+        let started = Log<Int>()
+        let result = source.flatMap { value -> CoFuture<Int> in
+            started.append(value)
+            return CoFuture(value: value)
+        }
+        result.cancel()
+        #expect(source.isCanceled)
+        source.success(1)  // ignored: the source was cancelled through the chain
+        #expect(started.elements.isEmpty)
+    }
+
+    @Test func releasedPromiseCancelsItsObserversAndDerivedFutures() {
+        let log = Log<String>()
+        var promise: CoPromise<Int>? = CoPromise<Int>()
+        let derived = promise!.map { $0 + 1 }
+        promise!.whenCanceled { log.append("promise observer") }
+        derived.whenCanceled { log.append("derived observer") }
+        promise = nil
+        #expect(derived.isCanceled)
+        #expect(log.elements == ["promise observer", "derived observer"])
+    }
+
+    @Test func awaitingADerivedFutureOfAnAbandonedPromiseDoesNotHang() async {
+        var promise: CoPromise<Int>? = CoPromise<Int>()
+        let derived = promise!.map { $0 + 1 }
+        let waiter = Task { try await derived.value }
+        await Task.yield()
+        promise = nil
+        await #expect(throws: CoFutureError.canceled) { try await waiter.value }
+    }
+
+    @Test func mapAndFlatMapTransformValuesAndPassFailuresThrough() async throws {
+        let promise = CoPromise<Int>()
+        let chained = promise
+            .map { $0 + 1 }
+            .flatMap { value in CoFuture(on: .global()) { value * 10 } }
+            .map { "value \($0)" }
+        promise.success(1)
+        #expect(try await chained.value == "value 20")
+
+        let failing = CoPromise<Int>()
+        let calls = Log<Int>()
+        let mapped = failing.map { value -> Int in calls.append(value); return value }
+        failing.fail(TestError(code: 3))
+        await #expect(throws: TestError(code: 3)) { try await mapped.value }
+        #expect(calls.elements.isEmpty)
+
+        let throwing = CoFuture(value: 1).map { _ -> Int in throw TestError(code: 4) }
+        await #expect(throws: TestError(code: 4)) { try await throwing.value }
+        let throwingFlat = CoFuture(value: 1).flatMap { _ -> CoFuture<Int> in throw TestError(code: 5) }
+        await #expect(throws: TestError(code: 5)) { try await throwingFlat.value }
+    }
+
+    @Test func errorTransformsRecoverButLetCancellationThrough() async throws {
+        let failed = CoFuture<Int>(error: TestError(code: 1))
+        #expect(try await failed.recover { _ in 42 }.value == 42)
+        await #expect(throws: TestError(code: 2)) { try await failed.mapError { _ in TestError(code: 2) }.value }
+        #expect(try await failed.flatMapError { _ in CoFuture(value: 7) }.value == 7)
+        #expect(try await CoFuture(value: 1).recover { _ in 0 }.value == 1)
+
+        let canceled = CoPromise<Int>()
+        let recovered = canceled.recover { _ in 0 }
+        canceled.cancel()
+        #expect(recovered.isCanceled)
+    }
+
+    @Test func promiseForwardsAnotherFutureAndCancelsIt() async throws {
+        let source = CoPromise<Int>()
+        let promise = CoPromise<Int>()
+        promise.complete(with: source)
+        source.success(8)
+        #expect(try await promise.value == 8)
+
+        let source2 = CoPromise<Int>()
+        let promise2 = CoPromise<Int>()
+        promise2.complete(with: source2)
+        promise2.cancel()
+        #expect(source2.isCanceled)
+
+        let completed = CoPromise<Int>()
+        completed.success(1)
+        let untouched = CoPromise<Int>()
+        completed.complete(with: untouched)  // ignored, and must not cancel someone else's future
+        #expect(untouched.result == nil)
+    }
+
+    @Test func asyncWorkInitialiserRunsAndCancelCancelsTheTask() async throws {
+        #expect(try await CoFuture { 21 * 2 }.value == 42)
+
+        let started = CoPromise<Void>()
+        let observedCancellation = CoPromise<Bool>()
+        let future = CoFuture<Int> {
+            started.success(())
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    observedCancellation.whenComplete { _ in continuation.resume() }
+                }
+            } onCancel: {
+                observedCancellation.success(true)
+            }
+            return 0
+        }
+        try await started.value
+        future.cancel()
+        #expect(try await observedCancellation.value)
+        #expect(future.isCanceled)
+    }
+
+    @Test func queueInitialiserRunsOnTheQueueAndSkipsWorkCancelledBeforeStart() async throws {
+        let queue = DispatchQueue(label: "test")
+        let key = DispatchSpecificKey<Int>()
+        queue.setSpecific(key: key, value: 1)
+        #expect(try await CoFuture(on: queue) { DispatchQueue.getSpecific(key: key) }.value == 1)
+
+        let ran = Log<Bool>()
+        let gate = DispatchSemaphore(value: 0)
+        queue.async { gate.wait() }
+        let future = CoFuture(on: queue) { ran.append(true) }
+        future.cancel()
+        gate.signal()
+        await withCheckedContinuation { continuation in queue.async { continuation.resume() } }
+        #expect(ran.elements.isEmpty)
+    }
+
+    @Test func hashableByIdentity() {
+        let a = CoFuture(value: 1)
+        let b = CoFuture(value: 1)
+        #expect(a == a)
+        #expect(a != b)
+        #expect(Set([a, a, b]).count == 2)
+    }
+}
+
+@Suite("CoFuture async bridge")
+struct CoFutureAsyncTests {
+    @Test func completedFutureReturnsWithoutSuspending() async throws {
+        #expect(try await CoFuture(value: 3).value == 3)
+    }
+
+    @Test func awaiterResumesWhenCompletedLater() async throws {
+        let promise = CoPromise<Int>()
+        let waiter = Task { try await promise.value }
+        await Task.yield()
+        promise.success(11)
+        #expect(try await waiter.value == 11)
+    }
+
+    @Test func cancelledAwaiterResumesPromptlyWithoutCancellingTheFuture() async throws {
+        let promise = CoPromise<Int>()
+        let other = Task { try await promise.value }
+        let cancelled = Task { try await promise.value }
+        cancelled.cancel()
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
+        #expect(promise.result == nil)
+        #expect(!promise.isCanceled)
+        promise.success(5)
+        #expect(try await other.value == 5)
+    }
+
+    @Test func awaiterCancelledBeforeItStartsWaitingThrowsCancellation() async {
+        let promise = CoPromise<Int>()
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await promise.value
+        }
+        await #expect(throws: CancellationError.self) { try await task.value }
+    }
+}
+
+@Suite("CoFuture at scale")
+struct CoFutureScaleTests {
+    static let depth = 100_000
+
+    @Test(.timeLimit(.minutes(1)))
+    func completingAChainOf100000PendingMapsDoesNotOverflowTheStack() throws {
+        let promise = CoPromise<Int>()
+        var tail: CoFuture<Int> = promise
+        for _ in 0..<Self.depth { tail = tail.map { $0 + 1 } }
+        promise.success(0)
+        #expect(try tail.result?.get() == Self.depth)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func completingAChainOf100000FlatMapsDoesNotOverflowTheStack() throws {
+        let promise = CoPromise<Int>()
+        var tail: CoFuture<Int> = promise
+        for _ in 0..<Self.depth { tail = tail.flatMap { CoFuture(value: $0 + 1) } }
+        promise.success(0)
+        #expect(try tail.result?.get() == Self.depth)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func cancellingTheTailOfA100000ChainCancelsItAllIteratively() {
+        let promise = CoPromise<Int>()
+        var tail: CoFuture<Int> = promise
+        for _ in 0..<Self.depth { tail = tail.map { $0 + 1 } }
+        tail.cancel()
+        #expect(promise.isCanceled)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func releasingAPendingPromiseWithA100000ChainCancelsItIteratively() {
+        var promise: CoPromise<Int>? = CoPromise<Int>()
+        var tail: CoFuture<Int> = promise!
+        for _ in 0..<Self.depth { tail = tail.map { $0 + 1 } }
+        promise = nil
+        #expect(tail.isCanceled)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aPromiseWith100000ObserversCallsEachOnceInOrder() {
+        let promise = CoPromise<Int>()
+        let counter = Atomic<Int>(0)
+        let outOfOrder = Atomic<Int>(0)
+        for index in 0..<Self.depth {
+            promise.whenSuccess { _ in
+                let previous = counter.add(1, ordering: .relaxed).oldValue
+                if previous != index { outOfOrder.add(1, ordering: .relaxed) }
+            }
+        }
+        promise.success(1)
+        #expect(counter.load(ordering: .relaxed) == Self.depth)
+        #expect(outOfOrder.load(ordering: .relaxed) == 0)
+    }
+}
+
+@Suite("CoFuture under concurrency")
+struct CoFutureStressTests {
+    /// Many threads race completion, cancellation, observer registration and release; every
+    /// observer must be called exactly once and every future must end up with one result.
+    @Test(.timeLimit(.minutes(2)))
+    func racingCompletionCancelObserversAndRelease() {
+        let rounds = 2_000
+        let observersPerRound = 8
+        let calls = Atomic<Int>(0)
+        let registered = Atomic<Int>(0)
+        DispatchQueue.concurrentPerform(iterations: rounds) { round in
+            let promise = CoPromise<Int>()
+            let mapped = promise.map { $0 + 1 }
+            DispatchQueue.concurrentPerform(iterations: observersPerRound + 3) { lane in
+                switch lane {
+                case 0: promise.success(round)
+                case 1: if round % 3 == 0 { mapped.cancel() }
+                case 2: promise.fail(TestError(code: round))
+                default:
+                    let target: CoFuture<Int> = lane % 2 == 0 ? promise : mapped
+                    registered.add(1, ordering: .relaxed)
+                    target.whenComplete { _ in calls.add(1, ordering: .relaxed) }
+                }
+            }
+            precondition(promise.result != nil && mapped.result != nil)
+        }
+        #expect(calls.load(ordering: .relaxed) == registered.load(ordering: .relaxed))
+        #expect(registered.load(ordering: .relaxed) == rounds * observersPerRound)
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func racingAwaitersCancellationAndCompletion() async {
+        let rounds = 500
+        let completed = Counter()
+        await withTaskGroup(of: Void.self) { group in
+            for round in 0..<rounds {
+                let promise = CoPromise<Int>()
+                let waiters = (0..<4).map { _ in Task { try await promise.value } }
+                group.addTask { promise.success(round) }
+                group.addTask { waiters[round % 4].cancel() }
+                group.addTask {
+                    for waiter in waiters {
+                        switch await waiter.result {
+                        case .success(let value): precondition(value == round)
+                        case .failure(let error): precondition(error is CancellationError)
+                        }
+                        completed.increment()
+                    }
+                }
+            }
+        }
+        #expect(completed.value == rounds * 4)
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func releasingPromisesWhileOtherThreadsObserveDerivedFutures() {
+        let rounds = 2_000
+        let canceled = Atomic<Int>(0)
+        DispatchQueue.concurrentPerform(iterations: rounds) { _ in
+            var promise: CoPromise<Int>? = CoPromise<Int>()
+            let derived = promise!.map { $0 }.flatMap { CoFuture(value: $0) }
+            DispatchQueue.concurrentPerform(iterations: 3) { lane in
+                switch lane {
+                case 0: derived.whenCanceled { canceled.add(1, ordering: .relaxed) }
+                case 1: _ = derived.result
+                default: break
+                }
+            }
+            promise = nil
+            precondition(derived.isCanceled)
+        }
+        #expect(canceled.load(ordering: .relaxed) == rounds)
+    }
+}

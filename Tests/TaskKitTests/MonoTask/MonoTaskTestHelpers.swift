@@ -1,0 +1,131 @@
+import Dispatch
+import Synchronization
+import Testing
+@testable import TaskKit
+
+// Helpers for the MonoTask suites. Names carry a `Mono` prefix: other components' suites share
+// this test module.
+
+/// A gate that task blocks wait on until the test opens it (not cancellable on purpose).
+final class MonoGate: Sendable {
+    private let state = LockedState<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow = state.withLock { state -> Bool in
+                if state.open { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+
+    func open() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+}
+
+/// A counter that tests can wait on.
+final class MonoCounter: Sendable {
+    private let state = LockedState<(value: Int, waiters: [(Int, CheckedContinuation<Void, Never>)])>((0, []))
+
+    var value: Int { state.withLock { $0.value } }
+
+    @discardableResult
+    func increment() -> Int {
+        let (value, ready) = state.withLock { state -> (Int, [CheckedContinuation<Void, Never>]) in
+            state.value += 1
+            let value = state.value
+            let ready = state.waiters.filter { $0.0 <= value }.map(\.1)
+            state.waiters.removeAll { $0.0 <= value }
+            return (value, ready)
+        }
+        for continuation in ready { continuation.resume() }
+        return value
+    }
+
+    /// Suspends until the counter reaches `target`.
+    func wait(untilAtLeast target: Int) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let ready = state.withLock { state -> Bool in
+                if state.value >= target { return true }
+                state.waiters.append((target, continuation))
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+}
+
+/// Tracks how many task blocks run at the same time, and the most ever seen.
+final class MonoOverlap: Sendable {
+    private let state = LockedState<(active: Int, maximum: Int)>((0, 0))
+
+    func enter() { state.withLock { $0.active += 1; $0.maximum = max($0.maximum, $0.active) } }
+    func leave() { state.withLock { $0.active -= 1 } }
+    var maximum: Int { state.withLock { $0.maximum } }
+    var active: Int { state.withLock { $0.active } }
+}
+
+/// Polls `condition` (yielding) until it holds. Waits on the library's own state, never on time.
+func monoEventually(_ condition: () -> Bool) async {
+    var spins = 0
+    while !condition() {
+        spins += 1
+        if spins % 64 == 0 {
+            try? await Task.sleep(for: .milliseconds(1))  // be kind to a loaded 2-core machine
+        } else {
+            await Task.yield()
+        }
+    }
+}
+
+/// A serial executor that counts the jobs enqueued on it: a hop back to an actor shows up here.
+final class MonoCountingExecutor: SerialExecutor {
+    let enqueued = Atomic<Int>(0)
+    private let queue = DispatchQueue(label: "MonoCountingExecutor")
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        enqueued.add(1, ordering: .relaxed)
+        let job = UnownedJob(job)
+        queue.async { job.runSynchronously(on: self.asUnownedSerialExecutor()) }
+    }
+
+    func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: self)
+    }
+}
+
+/// An actor on a ``MonoCountingExecutor``: measures whether awaiting something suspended it.
+actor MonoProbe {
+    let executor = MonoCountingExecutor()
+
+    nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
+    /// Jobs enqueued on this actor while awaiting `count` cache hits.
+    func jobsDuring(hits count: Int, on task: MonoTask<Int>) async -> (jobs: Int, values: [Int]) {
+        let before = executor.enqueued.load(ordering: .relaxed)
+        var values: [Int] = []
+        for _ in 0..<count {
+            if case .success(let value) = await task.asyncExecute() { values.append(value) }
+        }
+        return (executor.enqueued.load(ordering: .relaxed) - before, values)
+    }
+
+    /// The control: jobs enqueued while awaiting something that does suspend.
+    func jobsDuringYield() async -> Int {
+        let before = executor.enqueued.load(ordering: .relaxed)
+        await Task.yield()
+        return executor.enqueued.load(ordering: .relaxed) - before
+    }
+}
+
+struct MonoTestError: Error, Equatable {
+    var attempt: Int = 0
+}

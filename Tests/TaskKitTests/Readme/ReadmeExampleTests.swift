@@ -1,0 +1,102 @@
+import Foundation
+import Observation
+import Testing
+import TaskKit
+
+// The README's quick starts, with a fake `api`, so they are known to compile and do what the
+// README says.
+
+private struct ReadmeProfile: Sendable, Equatable { var name: String }
+
+private final class ReadmeAPI: Sendable {
+    let profileFetches = ReadmeCounter()
+    let searches = ReadmeCounter()
+    func fetchProfile() async throws -> ReadmeProfile {
+        profileFetches.increment()
+        try await Task.sleep(for: .milliseconds(20))
+        return ReadmeProfile(name: "Ada")
+    }
+    func search(_ text: String) async throws -> [String] {
+        searches.increment()
+        try await Task.sleep(for: .milliseconds(50))
+        return ["\(text) 1", "\(text) 2"]
+    }
+    func upload(_ payload: Data) async throws -> Int { payload.count }
+}
+
+final class ReadmeCounter: Sendable {
+    private let state = LockedState(0)
+    func increment() { state.withLock { $0 += 1 } }
+    var value: Int { state.withLock { $0 } }
+}
+
+private let api = ReadmeAPI()
+
+@MainActor @Observable private final class ReadmeSearchModel {
+    enum Key: Hashable { case search }
+    let tasks = TaskStore<Key>()
+    var results: [String] = []
+
+    func queryChanged(_ text: String) {
+        tasks.addTask(forKey: .search, duplicateKeyBehavior: .cancelPrevious(wait: false)) {
+            guard let found = try? await api.search(text) else { return }
+            await self.show(found)               // the operation is not isolated: hop back
+        }
+    }
+    func show(_ found: [String]) { results = found }
+    var isSearching: Bool { tasks.taskIsRunning(forKey: .search) }
+}
+
+private final class ReadmeUpload: ManagedTask {
+    let payload: Data
+    init(_ payload: Data) { self.payload = payload }
+    func execute() async throws -> Int { try await api.upload(payload) }
+}
+
+@Suite("README quick starts")
+struct ReadmeExampleTests {
+    @Test func monoTaskQuickStartMergesTwoCallersIntoOneFetch() async throws {
+        let before = api.profileFetches.value
+        let profile = MonoTask<ReadmeProfile>(
+            retry: .count(count: 3, intervalProxy: .exponentialBackoff(initialTimeInterval: 0.5, scaleRate: 2)),
+            resultExpireDuration: 60
+        ) {
+            do { return .success(try await api.fetchProfile()) } catch { return .failure(error) }
+        }
+        async let a = profile.executeThrows()
+        async let b = profile.executeThrows()
+        let (first, second) = try await (a, b)
+        #expect(first == ReadmeProfile(name: "Ada"))
+        #expect(second == first)
+        #expect(try await profile.executeThrows() == first)   // a cache hit
+        #expect(api.profileFetches.value - before == 1)
+        profile.clearResult(ongoingExecutionStrategy: .restart)
+        #expect(profile.currentResult == nil)
+    }
+
+    @MainActor @Test func taskStoreQuickStartKeepsOnlyTheNewestQuery() async {
+        let model = ReadmeSearchModel()
+        model.queryChanged("s")
+        model.queryChanged("sw")
+        model.queryChanged("swift")
+        #expect(model.isSearching)
+        while model.isSearching { await Task.yield(); try? await Task.sleep(for: .milliseconds(5)) }
+        #expect(model.results == ["swift 1", "swift 2"])
+    }
+
+    @Test func taskManagerQuickStartRunsCancelsAndAwaits() async throws {
+        let manager = TaskManager(maxConcurrentTasks: 4)
+        let data = Data([1, 2, 3])
+        let delivered = LockedState<[String]>([])
+        let handle = manager.add(task: ReadmeUpload(data), after: .seconds(1), timeout: .seconds(30)) { result in
+            delivered.withLock { $0.append("\(result)") }
+        }
+        handle.cancel()
+        let bytes = try await manager.value(of: ReadmeUpload(data))
+        #expect(bytes == 3)
+        await manager.waitTillAllTasksFinished()
+        let outcomes = delivered.withLock { $0 }
+        #expect(outcomes.count == 1)
+        #expect(outcomes.first?.contains("cancelled") == true)
+    }
+}

@@ -1,0 +1,232 @@
+import Testing
+import TaskKit
+
+/// The five duplicate-key behaviours, identity, cancellation and the value-returning overload,
+/// on the main actor (the SwiftUI case). Ordering is forced with gates, never with sleeps.
+@MainActor
+@Suite struct TaskStoreBehaviourTests {
+    let store = TaskStore<String>()
+    let log = Recorder()
+
+    /// An operation that logs its start, waits for `gate` (ignoring cancellation), then logs its
+    /// end and whether it was cancelled.
+    func op(_ name: String, _ gate: Gate) -> @Sendable () async -> Void {
+        { [log] in
+            log.record("\(name) start")
+            await gate.wait()
+            log.record("\(name) end\(Task.isCancelled ? " cancelled" : "")")
+        }
+    }
+
+    @Test func cancelPreviousWithoutWaitingCancelsAndStartsImmediately() async {
+        let gateA = Gate(), gateB = Gate()
+        let a = store.addTask(forKey: "k", operation: op("A", gateA))
+        await log.waitForEvents(count: 1)
+        let b = store.addTask(forKey: "k", operation: op("B", gateB))  // default behaviour
+        #expect(a.isCancelled)
+        await log.waitForEvents(count: 2)
+        #expect(log.events == ["A start", "B start"], "B starts while A is still running")
+        gateA.open()
+        await a.value
+        #expect(store.taskIsRunning(forKey: "k"), "the finished old task must not remove the newer one")
+        #expect(store.runningKeys == ["k"])
+        gateB.open()
+        await b.value
+        #expect(!store.taskIsRunning(forKey: "k"))
+        #expect(log.events == ["A start", "B start", "A end cancelled", "B end"])
+    }
+
+    @Test func cancelPreviousAndWaitStartsOnlyAfterTheCancelledTaskFinished() async {
+        let gateA = Gate(), gateB = Gate()
+        let a = store.addTask(forKey: "k", operation: op("A", gateA))
+        await log.waitForEvents(count: 1)
+        let b = store.addTask(forKey: "k", duplicateKeyBehavior: .cancelPrevious(wait: true), operation: op("B", gateB))
+        #expect(a.isCancelled)
+        await yieldALot()
+        #expect(log.events == ["A start"], "B must not start before A finished")
+        gateA.open()
+        await log.waitForEvents(count: 3)
+        #expect(store.taskIsRunning(forKey: "k"))
+        gateB.open()
+        await b.value
+        #expect(log.events == ["A start", "A end cancelled", "B start", "B end"])
+        #expect(!store.taskIsRunning(forKey: "k"))
+    }
+
+    @Test func waitLetsThePreviousTaskFinishUncancelledThenRuns() async {
+        let gateA = Gate(), gateB = Gate()
+        let a = store.addTask(forKey: "k", operation: op("A", gateA))
+        await log.waitForEvents(count: 1)
+        let b = store.addTask(forKey: "k", duplicateKeyBehavior: .wait, operation: op("B", gateB))
+        #expect(!a.isCancelled)
+        await yieldALot()
+        #expect(log.events == ["A start"])
+        gateA.open()
+        await a.value
+        #expect(store.taskIsRunning(forKey: "k"))
+        gateB.open()
+        await b.value
+        #expect(log.events == ["A start", "A end", "B start", "B end"])
+        #expect(!store.taskIsRunning(forKey: "k"))
+    }
+
+    @Test func runConcurrentlyRunsBothAndTracksBoth() async {
+        let gateA = Gate(), gateB = Gate()
+        let a = store.addTask(forKey: "k", operation: op("A", gateA))
+        let b = store.addTask(forKey: "k", duplicateKeyBehavior: .runConcurrently, operation: op("B", gateB))
+        await log.waitForEvents(count: 2)
+        #expect(Set(log.events) == ["A start", "B start"])
+        #expect(!a.isCancelled)
+        gateB.open()
+        await b.value
+        #expect(store.taskIsRunning(forKey: "k"), "A still runs under the key")
+        gateA.open()
+        await a.value
+        #expect(!store.taskIsRunning(forKey: "k"))
+        #expect(log.events.filter { $0.hasSuffix("end") }.sorted() == ["A end", "B end"])
+    }
+
+    @Test func runConcurrentlyCancelTaskCancelsEveryTaskUnderTheKey() async {
+        let gate = Gate()
+        let tasks = (0..<5).map { i in
+            store.addTask(forKey: "k", duplicateKeyBehavior: .runConcurrently) { [log] in
+                await gate.waitOrCancel()
+                log.record("\(i) \(Task.isCancelled)")
+            }
+        }
+        let other = store.addTask(forKey: "other") { await gate.wait() }
+        store.cancelTask(forKey: "k")
+        for task in tasks { await task.value }
+        #expect(log.events.allSatisfy { $0.hasSuffix("true") } && log.events.count == 5)
+        #expect(!store.taskIsRunning(forKey: "k"))
+        #expect(store.taskIsRunning(forKey: "other") && !other.isCancelled)
+        gate.open()
+        await other.value
+    }
+
+    @Test func preferPreviousKeepsTheRunningTaskAndStartsNothing() async {
+        let gateA = Gate()
+        let a = store.addTask(forKey: "k", operation: op("A", gateA))
+        let b = store.addTask(forKey: "k", duplicateKeyBehavior: .preferPrevious, operation: op("B", Gate()))
+        #expect(a == b)
+        #expect(!a.isCancelled)
+        gateA.open()
+        await a.value
+        await yieldALot()
+        #expect(log.events == ["A start", "A end"])
+        // With nothing running, .preferPrevious starts the new work.
+        let c = store.addTask(forKey: "k", duplicateKeyBehavior: .preferPrevious) { [log] in log.record("C") }
+        await c.value
+        #expect(log.events.last == "C")
+    }
+
+    @Test(arguments: [TaskStoreDuplicateKeyBehavior.wait, .cancelPrevious(wait: true)])
+    func cancellingTheWaitingTaskCancelsThePreviousOne(behavior: TaskStoreDuplicateKeyBehavior) async {
+        let a = store.addTask(forKey: "k") { [log] in
+            log.record("A start")
+            await Gate().waitOrCancel()  // ends only through cancellation
+            log.record("A end \(Task.isCancelled)")
+        }
+        await log.waitForEvents(count: 1)
+        let b = store.addTask(forKey: "k", duplicateKeyBehavior: behavior) { [log] in
+            log.record("B \(Task.isCancelled)")
+        }
+        b.cancel()
+        await b.value
+        #expect(a.isCancelled)
+        #expect(log.events == ["A start", "A end true", "B true"])
+        #expect(!store.taskIsRunning(forKey: "k"))
+    }
+
+    @Test func aChainOfWaitingTasksIsCancelledThroughTheChain() async {
+        let a = store.addTask(forKey: "k") { await Gate().waitOrCancel() }
+        let b = store.addTask(forKey: "k", duplicateKeyBehavior: .wait) {}
+        let c = store.addTask(forKey: "k", duplicateKeyBehavior: .wait) {}
+        store.cancelTask(forKey: "k")  // only c is tracked now
+        await c.value
+        #expect(a.isCancelled && b.isCancelled && c.isCancelled)
+        #expect(!store.taskIsRunning(forKey: "k"))
+    }
+
+    @Test(arguments: [
+        TaskStoreDuplicateKeyBehavior.cancelPrevious(wait: false), .cancelPrevious(wait: true), .wait,
+        .runConcurrently, .preferPrevious,
+    ])
+    func aCancelRightAfterAddTaskAlwaysWins(behavior: TaskStoreDuplicateKeyBehavior) async {
+        // Without a previous task.
+        let first = store.addTask(forKey: "k", duplicateKeyBehavior: behavior) { [log] in
+            log.record("first \(Task.isCancelled)")
+        }
+        store.cancelTask(forKey: "k")
+        await first.value
+        #expect(log.events == ["first true"])
+        // With a previous task running, through the returned task.
+        let gate = Gate()
+        let previous = store.addTask(forKey: "k") { await gate.waitOrCancel() }
+        let second = store.addTask(forKey: "k", duplicateKeyBehavior: behavior) { [log] in
+            log.record("second \(Task.isCancelled)")
+        }
+        second.cancel()
+        gate.open()
+        await previous.value
+        await second.value
+        if behavior.runNewTask {
+            #expect(log.events == ["first true", "second true"])
+        } else {
+            #expect(second == previous, "preferPrevious returned the running task, which the cancel hit")
+        }
+    }
+
+    @Test func cancelAllTasksCancelsEveryKey() async {
+        let tasks = (0..<10).map { i in store.addTask(forKey: "\(i)") { await Gate().waitOrCancel() } }
+        #expect(store.runningKeys.count == 10)
+        store.cancelAllTasks()
+        for task in tasks { await task.value }
+        #expect(tasks.allSatisfy { $0.isCancelled })
+        #expect(store.runningKeys.isEmpty)
+    }
+
+    @Test func cancellingAnIdleKeyDoesNothing() {
+        store.cancelTask(forKey: "nothing")
+        store.cancelAllTasks()
+        #expect(store.runningKeys.isEmpty)
+    }
+
+    // MARK: - Value-returning overload
+
+    @Test func theThrowingOverloadReturnsValuesAndErrors() async throws {
+        struct Boom: Error {}
+        let value = store.addTask(forKey: "v") { 42 }
+        #expect(try await value.value == 42)
+        let failing = store.addTask(forKey: "e") { () async throws -> Int in throw Boom() }
+        await #expect(throws: Boom.self) { try await failing.value }
+        #expect(store.runningKeys.isEmpty, "a task that throws is removed like any other")
+    }
+
+    @Test func theThrowingOverloadFollowsTheBehaviours() async throws {
+        let gate = Gate()
+        let a = store.addTask(forKey: "k") { () async throws -> Int in
+            await gate.waitOrCancel()
+            try Task.checkCancellation()
+            return 1
+        }
+        let kept = store.addTask(forKey: "k", duplicateKeyBehavior: .preferPrevious) { () async throws -> Int in 2 }
+        #expect(kept == a)
+        let b = store.addTask(forKey: "k", duplicateKeyBehavior: .cancelPrevious(wait: true)) { () async throws -> Int in 3 }
+        await #expect(throws: CancellationError.self) { try await a.value }
+        #expect(try await b.value == 3)
+        #expect(!store.taskIsRunning(forKey: "k"))
+    }
+
+    @Test func voidPreferPreviousOverATypedTaskReturnsAWrapperThatForwardsCancellation() async {
+        let a = store.addTask(forKey: "k") { () async throws -> Int in
+            await Gate().waitOrCancel()
+            return 1
+        }
+        let wrapper = store.addTask(forKey: "k", duplicateKeyBehavior: .preferPrevious) {}
+        wrapper.cancel()
+        await wrapper.value
+        #expect(a.isCancelled)
+        #expect(!store.taskIsRunning(forKey: "k"))
+    }
+}
