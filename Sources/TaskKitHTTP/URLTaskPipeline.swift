@@ -194,7 +194,7 @@ extension HTTPRetryPolicy: URLTaskInterceptor {
         guard
             let delay = delay(
                 for: request, outcome: outcome.map(\.response), retriesSoFar: context.retriesSoFar,
-                previousDelay: context.previousDelay
+                previousDelay: context.previousDelay, now: currentDate()
             )
         else { return .doNotRetry }
         return .retryAfter(delay)

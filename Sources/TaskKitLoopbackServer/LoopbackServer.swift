@@ -15,7 +15,7 @@ import Foundation
 /// | `GET /protected` | 200 with `Authorization: Bearer <valid token>`, 401 otherwise |
 /// | `GET /flaky?key=K`, `POST /flaky?key=K` | 503 for the first ``Knobs/failuresBeforeSuccess`` calls per key (both methods share the count), then 200 |
 /// | `GET /flaky-protected?key=K` | 401 without a valid bearer token; with one, as `GET /flaky` (its own per-key count, only authorised calls count) |
-/// | `GET /ratelimited?key=K&mode=seconds|date&after=N` | 429 with `Retry-After` (delta seconds or HTTP-date) on the first call per key, then 200 |
+/// | `GET /ratelimited?key=K&mode=seconds|date&after=N[&from=T]` | 429 with `Retry-After` (delta seconds, or the HTTP-date of now — or of `T` seconds since 1970 — plus `N` s) on the first call per key, then 200 |
 /// | `GET /slow?ms=N` | 200 after `N` ms (default ``Knobs/slowDelay``) |
 /// | `GET /profile?user=U` | a small JSON profile after ``Knobs/profileDelay`` |
 /// | `GET /search?q=Q` | a JSON array of results for `Q` |
@@ -90,7 +90,9 @@ public final class LoopbackServer: Sendable {
         )
         await state.install(on: server)
         let serverTask = Task { try await server.run() }
-        try await server.waitUntilListening(timeout: 10)
+        // A hang guard only: listening normally takes milliseconds, but on a loaded 2-core
+        // machine (a test run under ThreadSanitizer) the server task may wait seconds for a thread.
+        try await server.waitUntilListening(timeout: 60)
         guard case .ip4(_, let port)? = await server.listeningAddress else {
             serverTask.cancel()
             throw SocketError.unsupportedAddress
@@ -257,7 +259,9 @@ actor ServerState {
                 let after = Int(request.query["after"] ?? "") ?? 1
                 let value: String
                 if request.query["mode"] == "date" {
-                    value = Self.httpDate(Date().addingTimeInterval(TimeInterval(after)))
+                    // `from=T` (seconds since 1970) pins the date to T + N, for exact tests.
+                    let from = Double(request.query["from"] ?? "").map(Date.init(timeIntervalSince1970:)) ?? Date()
+                    value = Self.httpDate(from.addingTimeInterval(TimeInterval(after)))
                 } else {
                     value = String(after)
                 }

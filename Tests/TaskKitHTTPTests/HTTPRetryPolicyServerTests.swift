@@ -149,18 +149,20 @@ struct HTTPRetryPolicyServerTests {
     func retryAfterDate() async throws {
         try await withHTTPTestServer { server in
             let clock = ManualClock()
-            // Backoff of 0.1 s, so the date decides; the cap is 30 s.
+            // The policy's wall clock and the server's date are pinned to the same instant, so
+            // the date says exactly 10 s. Backoff of 0.1 s, so the date decides; the cap is 30 s.
+            let now = Date(timeIntervalSince1970: 1_800_000_000)
             let policy = HTTPRetryPolicy(
-                retry: .count(count: 1, intervalProxy: .exponentialBackoff(initialTimeInterval: 0.1, maximumTimeInterval: 30))
+                retry: .count(count: 1, intervalProxy: .exponentialBackoff(initialTimeInterval: 0.1, maximumTimeInterval: 30)),
+                currentDate: { now }
             )
             let (manager, _) = manager(policy, clock: clock)
             let request = Task {
-                try await manager.response(for: URLRequest(url: server.url("/ratelimited?key=d&mode=date&after=10")))
+                try await manager.response(
+                    for: URLRequest(url: server.url("/ratelimited?key=d&mode=date&after=10&from=1800000000"))
+                )
             }
-            // The date has whole-second precision and the wall clock moved on a little since the
-            // server formatted it: between 8 and 10 s.
-            let delay = try #require(await clock.httpTestAdvanceToNextSleeper())
-            #expect(delay > .seconds(8) && delay <= .seconds(10), "\(delay)")
+            #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(10))
             let status = try await request.value.statusCode
             #expect(status == 200)
         }

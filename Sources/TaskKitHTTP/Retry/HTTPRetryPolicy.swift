@@ -31,6 +31,12 @@ public struct HTTPRetryPolicy: Sendable {
     public var retryableURLErrorCodes: Set<URLError.Code>
     /// Whether a `Retry-After` header lengthens the delay (bounded by the cap).
     public var honoursRetryAfter: Bool
+    /// The wall clock that a `Retry-After` HTTP-date is measured against when the policy runs
+    /// inside ``URLTaskManager``; `Date()` by default. Inject a fixed date in tests.
+    ///
+    /// HTTP-dates name a calendar time, so they need the wall clock; the wait itself still runs
+    /// on the manager's `Clock`.
+    public var currentDate: @Sendable () -> Date
 
     /// The idempotent methods of RFC 9110: GET, HEAD, OPTIONS, TRACE, PUT, DELETE.
     public static let idempotentMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]
@@ -49,13 +55,14 @@ public struct HTTPRetryPolicy: Sendable {
         )
     )
 
-    /// Creates a retry policy; every parameter has the documented default.
+    /// Creates a retry policy; every parameter has the documented default (`currentDate`: `Date()`).
     public init(
         retry: RetryCount = HTTPRetryPolicy.defaultRetry,
         retryableMethods: Set<String> = HTTPRetryPolicy.idempotentMethods,
         retryableStatusCodes: Set<Int> = HTTPRetryPolicy.defaultRetryableStatusCodes,
         retryableURLErrorCodes: Set<URLError.Code> = HTTPRetryPolicy.defaultRetryableURLErrorCodes,
-        honoursRetryAfter: Bool = true
+        honoursRetryAfter: Bool = true,
+        currentDate: @escaping @Sendable () -> Date = { Date() }
     ) {
         _ = retry.maximumRetries  // rejects a negative count with RetryCount's message
         self.retry = retry
@@ -63,6 +70,7 @@ public struct HTTPRetryPolicy: Sendable {
         self.retryableStatusCodes = retryableStatusCodes
         self.retryableURLErrorCodes = retryableURLErrorCodes
         self.honoursRetryAfter = honoursRetryAfter
+        self.currentDate = currentDate
     }
 
     /// Whether `outcome` of `request` is worth another attempt, ignoring the retry budget.

@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import TaskKit
+import TaskKitTestSupport
 
 /// An append-only log shared between threads.
 final class Log<Element: Sendable>: Sendable {
@@ -347,91 +348,114 @@ struct CoFutureAsyncTests {
     }
 }
 
-@Suite("CoFuture at scale")
+/// These bodies block their thread for seconds (much longer under ThreadSanitizer), so they run
+/// one at a time on a dedicated thread with a 512 KiB stack, away from the cooperative pool that
+/// the other tests share (see `onDedicatedThread`).
+@Suite("CoFuture at scale", .serialized)
 struct CoFutureScaleTests {
     static let depth = 100_000
 
     @Test(.timeLimit(.minutes(1)))
-    func completingAChainOf100000PendingMapsDoesNotOverflowTheStack() throws {
-        let promise = CoPromise<Int>()
-        var tail: CoFuture<Int> = promise
-        for _ in 0..<Self.depth { tail = tail.map { $0 + 1 } }
-        promise.success(0)
-        #expect(try tail.result?.get() == Self.depth)
-    }
-
-    @Test(.timeLimit(.minutes(1)))
-    func completingAChainOf100000FlatMapsDoesNotOverflowTheStack() throws {
-        let promise = CoPromise<Int>()
-        var tail: CoFuture<Int> = promise
-        for _ in 0..<Self.depth { tail = tail.flatMap { CoFuture(value: $0 + 1) } }
-        promise.success(0)
-        #expect(try tail.result?.get() == Self.depth)
-    }
-
-    @Test(.timeLimit(.minutes(1)))
-    func cancellingTheTailOfA100000ChainCancelsItAllIteratively() {
-        let promise = CoPromise<Int>()
-        var tail: CoFuture<Int> = promise
-        for _ in 0..<Self.depth { tail = tail.map { $0 + 1 } }
-        tail.cancel()
-        #expect(promise.isCanceled)
-    }
-
-    @Test(.timeLimit(.minutes(1)))
-    func releasingAPendingPromiseWithA100000ChainCancelsItIteratively() {
-        var promise: CoPromise<Int>? = CoPromise<Int>()
-        var tail: CoFuture<Int> = promise!
-        for _ in 0..<Self.depth { tail = tail.map { $0 + 1 } }
-        promise = nil
-        #expect(tail.isCanceled)
-    }
-
-    @Test(.timeLimit(.minutes(1)))
-    func aPromiseWith100000ObserversCallsEachOnceInOrder() {
-        let promise = CoPromise<Int>()
-        let counter = Atomic<Int>(0)
-        let outOfOrder = Atomic<Int>(0)
-        for index in 0..<Self.depth {
-            promise.whenSuccess { _ in
-                let previous = counter.add(1, ordering: .relaxed).oldValue
-                if previous != index { outOfOrder.add(1, ordering: .relaxed) }
-            }
+    func completingAChainOf100000PendingMapsDoesNotOverflowTheStack() async throws {
+        let value = try await onDedicatedThread { () throws -> Int? in
+            let promise = CoPromise<Int>()
+            var tail: CoFuture<Int> = promise
+            for _ in 0..<Self.depth { tail = tail.map { $0 + 1 } }
+            promise.success(0)
+            return try tail.result?.get()
         }
-        promise.success(1)
-        #expect(counter.load(ordering: .relaxed) == Self.depth)
-        #expect(outOfOrder.load(ordering: .relaxed) == 0)
+        #expect(value == Self.depth)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func completingAChainOf100000FlatMapsDoesNotOverflowTheStack() async throws {
+        let value = try await onDedicatedThread { () throws -> Int? in
+            let promise = CoPromise<Int>()
+            var tail: CoFuture<Int> = promise
+            for _ in 0..<Self.depth { tail = tail.flatMap { CoFuture(value: $0 + 1) } }
+            promise.success(0)
+            return try tail.result?.get()
+        }
+        #expect(value == Self.depth)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func cancellingTheTailOfA100000ChainCancelsItAllIteratively() async {
+        let sourceCanceled = await onDedicatedThread { () -> Bool in
+            let promise = CoPromise<Int>()
+            var tail: CoFuture<Int> = promise
+            for _ in 0..<Self.depth { tail = tail.map { $0 + 1 } }
+            tail.cancel()
+            return promise.isCanceled
+        }
+        #expect(sourceCanceled)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func releasingAPendingPromiseWithA100000ChainCancelsItIteratively() async {
+        let tailCanceled = await onDedicatedThread { () -> Bool in
+            var promise: CoPromise<Int>? = CoPromise<Int>()
+            var tail: CoFuture<Int> = promise!
+            for _ in 0..<Self.depth { tail = tail.map { $0 + 1 } }
+            promise = nil
+            return tail.isCanceled
+        }
+        #expect(tailCanceled)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aPromiseWith100000ObserversCallsEachOnceInOrder() async {
+        let (calls, outOfOrder) = await onDedicatedThread { () -> (Int, Int) in
+            let promise = CoPromise<Int>()
+            let counter = Atomic<Int>(0)
+            let outOfOrder = Atomic<Int>(0)
+            for index in 0..<Self.depth {
+                promise.whenSuccess { _ in
+                    let previous = counter.add(1, ordering: .relaxed).oldValue
+                    if previous != index { outOfOrder.add(1, ordering: .relaxed) }
+                }
+            }
+            promise.success(1)
+            return (counter.load(ordering: .relaxed), outOfOrder.load(ordering: .relaxed))
+        }
+        #expect(calls == Self.depth)
+        #expect(outOfOrder == 0)
     }
 }
 
-@Suite("CoFuture under concurrency")
+/// The `concurrentPerform` tests block their calling thread until every lane is done, so they
+/// run one at a time on a dedicated thread (see `onDedicatedThread`).
+@Suite("CoFuture under concurrency", .serialized)
 struct CoFutureStressTests {
     /// Many threads race completion, cancellation, observer registration and release; every
     /// observer must be called exactly once and every future must end up with one result.
     @Test(.timeLimit(.minutes(2)))
-    func racingCompletionCancelObserversAndRelease() {
+    func racingCompletionCancelObserversAndRelease() async {
         let rounds = 2_000
         let observersPerRound = 8
-        let calls = Atomic<Int>(0)
-        let registered = Atomic<Int>(0)
-        DispatchQueue.concurrentPerform(iterations: rounds) { round in
-            let promise = CoPromise<Int>()
-            let mapped = promise.map { $0 + 1 }
-            DispatchQueue.concurrentPerform(iterations: observersPerRound + 3) { lane in
-                switch lane {
-                case 0: promise.success(round)
-                case 1: if round % 3 == 0 { mapped.cancel() }
-                case 2: promise.fail(TestError(code: round))
-                default:
-                    let target: CoFuture<Int> = lane % 2 == 0 ? promise : mapped
-                    registered.add(1, ordering: .relaxed)
-                    target.whenComplete { _ in calls.add(1, ordering: .relaxed) }
+        let (calls, registered) = await onDedicatedThread { () -> (Int, Int) in
+            let calls = Atomic<Int>(0)
+            let registered = Atomic<Int>(0)
+            DispatchQueue.concurrentPerform(iterations: rounds) { round in
+                let promise = CoPromise<Int>()
+                let mapped = promise.map { $0 + 1 }
+                DispatchQueue.concurrentPerform(iterations: observersPerRound + 3) { lane in
+                    switch lane {
+                    case 0: promise.success(round)
+                    case 1: if round % 3 == 0 { mapped.cancel() }
+                    case 2: promise.fail(TestError(code: round))
+                    default:
+                        let target: CoFuture<Int> = lane % 2 == 0 ? promise : mapped
+                        registered.add(1, ordering: .relaxed)
+                        target.whenComplete { _ in calls.add(1, ordering: .relaxed) }
+                    }
                 }
+                precondition(promise.result != nil && mapped.result != nil)
             }
-            precondition(promise.result != nil && mapped.result != nil)
+            return (calls.load(ordering: .relaxed), registered.load(ordering: .relaxed))
         }
-        #expect(calls.load(ordering: .relaxed) == registered.load(ordering: .relaxed))
-        #expect(registered.load(ordering: .relaxed) == rounds * observersPerRound)
+        #expect(calls == registered)
+        #expect(registered == rounds * observersPerRound)
     }
 
     @Test(.timeLimit(.minutes(2)))
@@ -459,22 +483,25 @@ struct CoFutureStressTests {
     }
 
     @Test(.timeLimit(.minutes(2)))
-    func releasingPromisesWhileOtherThreadsObserveDerivedFutures() {
+    func releasingPromisesWhileOtherThreadsObserveDerivedFutures() async {
         let rounds = 2_000
-        let canceled = Atomic<Int>(0)
-        DispatchQueue.concurrentPerform(iterations: rounds) { _ in
-            var promise: CoPromise<Int>? = CoPromise<Int>()
-            let derived = promise!.map { $0 }.flatMap { CoFuture(value: $0) }
-            DispatchQueue.concurrentPerform(iterations: 3) { lane in
-                switch lane {
-                case 0: derived.whenCanceled { canceled.add(1, ordering: .relaxed) }
-                case 1: _ = derived.result
-                default: break
+        let canceled = await onDedicatedThread { () -> Int in
+            let canceled = Atomic<Int>(0)
+            DispatchQueue.concurrentPerform(iterations: rounds) { _ in
+                var promise: CoPromise<Int>? = CoPromise<Int>()
+                let derived = promise!.map { $0 }.flatMap { CoFuture(value: $0) }
+                DispatchQueue.concurrentPerform(iterations: 3) { lane in
+                    switch lane {
+                    case 0: derived.whenCanceled { canceled.add(1, ordering: .relaxed) }
+                    case 1: _ = derived.result
+                    default: break
+                    }
                 }
+                promise = nil
+                precondition(derived.isCanceled)
             }
-            promise = nil
-            precondition(derived.isCanceled)
+            return canceled.load(ordering: .relaxed)
         }
-        #expect(canceled.load(ordering: .relaxed) == rounds)
+        #expect(canceled == rounds)
     }
 }
