@@ -13,10 +13,12 @@
 // Figures are per sample (100,000 tasks): divide `mallocCountTotal` by 100,000 for mallocs per
 // task. The ratio is TaskManager's wall clock over the baseline's, from the same run.
 //
-// Measured (2 shared cores, release, p50 of 10 samples, four runs): TaskGroup 169–310 ms and
-// 6.0 mallocs/task; one pass-through interceptor 2.2–2.7x the baseline (best run 2.2x p50, 2.1x
-// p0) and 7.0 mallocs/task; no interceptor 1.75–2.4x, 7.0 mallocs/task. Before the hot-path
-// work: 3.8x with 15 mallocs/task, and 3.4x with 10 without the interceptor.
+// Measured (2 cores, release, 10 samples): on a quiet machine (2026-11-23) TaskGroup 147/150 ms
+// (p0/p50) and 6.0 mallocs/task; one pass-through interceptor 1.95x/2.39x the baseline, no
+// interceptor 1.77x/2.38x, both 7.0 mallocs/task. Under load (earlier runs) 2.1–2.7x at p50.
+// Before the hot-path work: 3.8x with 15 mallocs/task, and 3.4x with 10 without the interceptor.
+// Profile of the remaining gap: the 100,000-entry id → entry dictionary (~13%: cache misses in
+// find, resizing, SipHash), malloc/free (~15%), thread wake-ups in the kernel (~13%).
 import Benchmark
 import Synchronization
 import TaskKit
