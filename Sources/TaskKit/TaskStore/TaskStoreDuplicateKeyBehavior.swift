@@ -17,13 +17,25 @@
 /// When no task is running under the key, every behaviour simply starts the new task.
 public struct TaskStoreDuplicateKeyBehavior: Hashable, Sendable {
     /// The choices that apply when the new task is preferred.
+    @usableFromInline
     struct PreferNewOptions: Hashable, Sendable {
-        var cancelPrevious: Bool
-        var waitForPrevious: Bool
+        @usableFromInline var cancelPrevious: Bool
+        @usableFromInline var waitForPrevious: Bool
+
+        @inlinable
+        init(cancelPrevious: Bool, waitForPrevious: Bool) {
+            self.cancelPrevious = cancelPrevious
+            self.waitForPrevious = waitForPrevious
+        }
     }
 
     /// `nil` means "prefer the previous task".
-    var preferNewOptions: PreferNewOptions?
+    @usableFromInline var preferNewOptions: PreferNewOptions?
+
+    @inlinable
+    init(preferNewOptions: PreferNewOptions?) {
+        self.preferNewOptions = preferNewOptions
+    }
 
     /// Whether a running task under the key is kept and no new work is started.
     public var preferPrevious: Bool {
@@ -73,6 +85,7 @@ public struct TaskStoreDuplicateKeyBehavior: Hashable, Sendable {
     }
 
     /// Whether the new task is tracked *alongside* the previous ones rather than replacing them.
+    @inlinable
     var tracksConcurrently: Bool {
         guard let preferNewOptions else { return false }
         return !preferNewOptions.cancelPrevious && !preferNewOptions.waitForPrevious

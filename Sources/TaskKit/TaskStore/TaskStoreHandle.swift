@@ -1,6 +1,7 @@
 /// What a ``TaskStore`` needs from a task it tracks, whatever the task's result type: cancel it and
 /// wait for it to finish. `Task` conforms; a `Task` is one reference, so the existential stores it
 /// inline without allocating.
+@usableFromInline
 protocol TaskStoreHandle: Sendable {
     /// Cancels the task.
     func cancel()
@@ -9,6 +10,7 @@ protocol TaskStoreHandle: Sendable {
 }
 
 extension Task: TaskStoreHandle {
+    @inlinable
     func waitForCompletion() async {
         _ = await result
     }

@@ -5,38 +5,58 @@
 /// `Handle` is the stored task handle (an existential over `Task` in the store, a plain value in
 /// tests). Task identity is a per-store counter, not the handle: a finishing task removes only its
 /// own slot, never a newer task that replaced it under the same key.
+@usableFromInline
 struct TaskStoreStateMachine<Key: Hashable, Handle> {
     /// One tracked task.
+    @usableFromInline
     struct Slot {
-        var id: UInt64
-        var handle: Handle
+        @usableFromInline var id: UInt64
+        @usableFromInline var handle: Handle
+
+        @inlinable
+        init(id: UInt64, handle: Handle) {
+            self.id = id
+            self.handle = handle
+        }
     }
 
     /// The tasks tracked under one key: always at least one. More than one only after
     /// ``TaskStoreDuplicateKeyBehavior/runConcurrently`` adds (kept inline so the common single-task
     /// key costs no extra allocation).
+    @usableFromInline
     struct Tasks {
         /// The most recently added task.
-        var newest: Slot
+        @usableFromInline var newest: Slot
         /// Earlier tasks still running concurrently with `newest`.
-        var older: [Slot] = []
+        @usableFromInline var older: [Slot]
 
+        @inlinable
+        init(newest: Slot, older: [Slot] = []) {
+            self.newest = newest
+            self.older = older
+        }
+
+        @inlinable
         var count: Int { older.count + 1 }
 
         /// Every tracked handle, oldest first.
+        @inlinable
         var handles: [Handle] { older.map(\.handle) + [newest.handle] }
 
+        @inlinable
         func forEachHandle(_ body: (Handle) throws -> Void) rethrows {
             for slot in older { try body(slot.handle) }
             try body(newest.handle)
         }
 
+        @inlinable
         func contains(id: UInt64) -> Bool {
             newest.id == id || older.contains { $0.id == id }
         }
     }
 
     /// What `prepareAdd` decided.
+    @usableFromInline
     enum AddDecision {
         /// A task is running under the key and the behaviour prefers it: start nothing and hand
         /// the newest running task back to the caller.
@@ -48,6 +68,7 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
     }
 
     /// What `finish` decided.
+    @usableFromInline
     enum FinishAction: Equatable {
         /// The task was no longer tracked (it had been replaced), or other tasks keep the key
         /// running; its slot, if any, has been removed.
@@ -57,14 +78,16 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
         case stopKey
     }
 
-    private(set) var entries: [Key: Tasks] = [:]
-    private var lastID: UInt64 = 0
+    @usableFromInline var entries: [Key: Tasks] = [:]
+    @usableFromInline var lastID: UInt64 = 0
 
+    @inlinable
     init() {}
 
     /// Decides what adding a task under `key` with `behavior` does, and reserves an identity when
     /// new work starts. The caller must then create the task and call `commitAdd` with the same
     /// key, identity and behaviour before anything else touches the machine.
+    @inlinable
     mutating func prepareAdd(key: Key, behavior: TaskStoreDuplicateKeyBehavior) -> AddDecision {
         let previous = entries[key]
         guard let previous else {
@@ -85,6 +108,7 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
 
     /// Records the task created for a `.startNew` decision. Returns `true` if the key was not
     /// running before (observers must be told it started).
+    @inlinable
     @discardableResult
     mutating func commitAdd(key: Key, id: UInt64, handle: Handle, behavior: TaskStoreDuplicateKeyBehavior) -> Bool {
         let slot = Slot(id: id, handle: handle)
@@ -99,6 +123,7 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
 
     /// A task finished. Removes its slot if it is still tracked; reports `.stopKey` (without
     /// removing the entry) when it is the last task of its key.
+    @inlinable
     mutating func finish(key: Key, id: UInt64) -> FinishAction {
         guard let index = entries.index(forKey: key) else { return .none }
         if entries.values[index].newest.id == id {
@@ -111,16 +136,19 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
     }
 
     /// Removes the entry of a key whose last task finished (after `finish` returned `.stopKey`).
+    @inlinable
     mutating func removeKey(_ key: Key) {
         entries.removeValue(forKey: key)
     }
 
     /// The tasks tracked under `key`, to cancel them.
+    @inlinable
     func tasks(forKey key: Key) -> Tasks? {
         entries[key]
     }
 
     /// Whether any task is tracked under `key`.
+    @inlinable
     func isRunning(_ key: Key) -> Bool {
         entries[key] != nil
     }
