@@ -51,7 +51,9 @@ public final class URLTaskManager: Sendable {
     ///   - interceptors: see every request, in this order (put a ``BearerTokenAuthenticator``
     ///     before an ``HTTPRetryPolicy``).
     ///   - reactors: react to every result, in this order.
-    ///   - configuration: the session configuration. Default: `.ephemeral`.
+    ///   - configuration: the session configuration. Default:
+    ///     ``URLSessionTransport/defaultConfiguration`` (ephemeral, no URL cache). On Linux the
+    ///     URL cache is always dropped; see ``URLSessionTransport/init(configuration:)``.
     ///   - maxConcurrentTasks: the most requests in flight at once; `nil` for no limit.
     ///   - timeout: the default deadline of each request; `nil` for none.
     ///   - clock: the clock for deadlines, delays and retry backoff.
@@ -59,7 +61,7 @@ public final class URLTaskManager: Sendable {
     public convenience init(
         interceptors: [any URLTaskInterceptor] = [],
         reactors: [any URLTaskReactor] = [],
-        configuration: URLSessionConfiguration = .ephemeral,
+        configuration: URLSessionConfiguration = URLSessionTransport.defaultConfiguration,
         maxConcurrentTasks: Int? = nil,
         timeout: Duration? = nil,
         clock: any Clock<Duration> = ContinuousClock(),

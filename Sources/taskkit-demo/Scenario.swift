@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import TaskKitHTTP
 import TaskKitLoopbackServer
 
 /// One demonstration: a name, a title, and the work that returns checked observations.
@@ -35,12 +36,17 @@ struct DemoContext: Sendable {
     let server: LoopbackServer
     let console: Console
 
+    /// The session of plain requests. Not `URLSession.shared`: its `URLCache` makes cancelling a
+    /// request trap in FoundationNetworking on Linux (see `URLSessionTransport.defaultConfiguration`),
+    /// and the scenarios cancel requests on purpose.
+    static let session = URLSession(configuration: URLSessionTransport.defaultConfiguration)
+
     /// A plain GET (or POST) against the loopback server.
     func fetch(_ path: String, method: String = "GET", body: Data? = nil) async throws -> (Data, HTTPURLResponse) {
         var request = URLRequest(url: server.url(path))
         request.httpMethod = method
         request.httpBody = body
-        let (data, response) = try await URLSession.shared.data(for: request)
+        let (data, response) = try await Self.session.data(for: request)
         guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
         return (data, http)
     }

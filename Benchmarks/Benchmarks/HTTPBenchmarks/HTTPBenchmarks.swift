@@ -56,7 +56,8 @@ actor HTTPBenchFixtureStore {
         guard case .ip4(_, let port)? = await server.listeningAddress else { throw SocketError.unsupportedAddress }
         let url = URL(string: "http://127.0.0.1:\(port)/protected")!
 
-        let configuration = URLSessionConfiguration.ephemeral
+        // Both sides without a URL cache (URLTaskManager's transport always drops it on Linux).
+        let configuration = URLSessionTransport.defaultConfiguration
         configuration.httpMaximumConnectionsPerHost = concurrentRequests
         let authenticator = BearerTokenAuthenticator(credential: BearerCredential(accessToken: benchToken)) { _, _ in
             BearerCredential(accessToken: benchToken)

@@ -1,4 +1,6 @@
+import Dispatch
 import Foundation
+import TaskKit
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -32,16 +34,48 @@ public final class URLSessionTransport: HTTPTransport {
     private let ownsSession: Bool
 
     /// A transport over an existing session. The session is not invalidated by the transport.
+    ///
+    /// On Linux, give the session no `URLCache` (see ``defaultConfiguration``): FoundationNetworking
+    /// can trap when a request of a session with a cache is cancelled.
     public init(session: URLSession) {
         self.session = session
         self.ownsSession = false
     }
 
-    /// A transport over a new session made from `configuration` (ephemeral by default); the
-    /// session is invalidated (letting running requests finish) when the transport is released.
-    public init(configuration: URLSessionConfiguration = .ephemeral) {
-        self.session = URLSession(configuration: configuration)
+    /// A transport over a new session made from a copy of `configuration`; the session is
+    /// invalidated (letting running requests finish) when the transport is released.
+    ///
+    /// On Linux the copy's `urlCache` is set to `nil`, whatever `configuration` says: with a
+    /// cache, FoundationNetworking looks the request up on a background queue before the task is
+    /// wired to its protocol, and a cancel landing in that window (a timeout, a cancelled caller)
+    /// can trap in `URLSession.behaviour(for:)` ("Trying to access a behaviour for a task that in
+    /// not in the registry", swift-corelibs-foundation SR-11310). ``URLTaskManager`` cancels
+    /// requests as a matter of course, so it trades the cache for not crashing.
+    ///
+    /// - Parameter configuration: The session's configuration; ``defaultConfiguration`` if omitted.
+    public init(configuration: URLSessionConfiguration = URLSessionTransport.defaultConfiguration) {
+        self.session = URLSession(configuration: Self.cancellationSafe(configuration))
         self.ownsSession = true
+    }
+
+    /// A new ephemeral configuration without a `URLCache`, safe to cancel requests of on every
+    /// platform. Use it for any `URLSession` of your own on Linux whose requests may be cancelled.
+    public static var defaultConfiguration: URLSessionConfiguration {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        return configuration
+    }
+
+    /// A copy of `configuration`, without a URL cache on Linux (see ``init(configuration:)``).
+    static func cancellationSafe(_ configuration: URLSessionConfiguration) -> URLSessionConfiguration {
+        #if canImport(FoundationNetworking)
+        // `copy()` of a URLSessionConfiguration is always a URLSessionConfiguration.
+        let copy = configuration.copy() as! URLSessionConfiguration
+        copy.urlCache = nil
+        return copy
+        #else
+        return configuration
+        #endif
     }
 
     deinit {
@@ -52,20 +86,49 @@ public final class URLSessionTransport: HTTPTransport {
     ///
     /// Errors are made the same on every platform (see ``normalized(_:for:)``): a connection
     /// closed before the announced body arrived is `URLError(.networkConnectionLost)`, and a
-    /// reply that is not HTTP is `URLError(.cannotParseResponse)`.
+    /// reply that is not HTTP is `URLError(.cannotParseResponse)`. Cancelling the calling task
+    /// cancels the `URLSessionTask`, and this throws `URLError(.cancelled)`.
+    ///
+    /// Built on `dataTask(with:completionHandler:)`, not on `URLSession.data(for:)`: on Linux,
+    /// FoundationNetworking's `data(for:)` cancels its task from inside the Swift task's
+    /// cancellation handler with a `sync` onto the session's work queue, while the runtime holds
+    /// the cancelled task's status lock; if the work queue is at that moment resuming the same
+    /// task's continuation (which needs that lock), both wait forever. Here the cancellation
+    /// handler only hands the `cancel()` to another queue, so it never blocks under the lock.
     ///
     /// - Throws: a `URLError`, or ``URLTaskError/notHTTPResponse`` when the response is not an
     ///   `HTTPURLResponse`.
     public func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
-        let data: Data
-        let response: URLResponse
-        do {
-            (data, response) = try await session.data(for: request)
-        } catch let error as URLError {
-            throw Self.normalized(error, for: request)
+        let cancellation = DataTaskCancellation()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Data, HTTPURLResponse), any Error>) in
+                // The completion handler is the only place the continuation is resumed, and
+                // URLSession calls it exactly once per task (also when the task is cancelled,
+                // started or not).
+                let task = session.dataTask(with: request) { data, response, error in
+                    if let error {
+                        if let error = error as? URLError {
+                            continuation.resume(throwing: Self.normalized(error, for: request))
+                        } else {
+                            continuation.resume(throwing: error)
+                        }
+                        return
+                    }
+                    guard let http = response as? HTTPURLResponse else {
+                        continuation.resume(throwing: URLTaskError.notHTTPResponse)
+                        return
+                    }
+                    continuation.resume(returning: (data ?? Data(), http))
+                }
+                if cancellation.install(task) {
+                    task.resume()
+                } else {
+                    task.cancel()  // cancelled before it started: completes with URLError(.cancelled)
+                }
+            }
+        } onCancel: {
+            cancellation.cancel()
         }
-        guard let http = response as? HTTPURLResponse else { throw URLTaskError.notHTTPResponse }
-        return (data, http)
     }
 
     /// `error` with the code Apple platforms use for the same failure.
@@ -107,5 +170,32 @@ public final class URLSessionTransport: HTTPTransport {
             userInfo[NSURLErrorFailingURLErrorKey] = url
         }
         return URLError(code, userInfo: userInfo)
+    }
+}
+
+/// The `URLSessionDataTask` of one ``URLSessionTransport/send(_:)``, and whether the calling task
+/// was cancelled, shared between the send and its cancellation handler.
+private final class DataTaskCancellation: Sendable {
+    private let state = LockedState<(task: URLSessionDataTask?, cancelled: Bool)>((nil, false))
+
+    /// Records the task; `false` if the send was cancelled already (the task must not start).
+    func install(_ task: URLSessionDataTask) -> Bool {
+        state.withLock { state in
+            if state.cancelled { return false }
+            state.task = task
+            return true
+        }
+    }
+
+    /// Cancels the installed task, if any, on another queue: this runs inside the Swift task's
+    /// cancellation handler, under the runtime's lock of that task, and `URLSessionTask.cancel()`
+    /// waits for the session's work queue, which may itself be waiting for that lock.
+    func cancel() {
+        let task = state.withLock { state -> URLSessionDataTask? in
+            state.cancelled = true
+            return state.task
+        }
+        guard let task else { return }
+        DispatchQueue.global().async { task.cancel() }
     }
 }

@@ -111,7 +111,7 @@ final class ProtectedRequestTask: ManagedTask {
     func execute() async throws -> Int {
         var request = URLRequest(url: context.server.url("/protected"))
         request.setValue("Bearer \(tokens.token)", forHTTPHeaderField: "Authorization")
-        let (_, response) = try await URLSession.shared.data(for: request)
+        let (_, response) = try await DemoContext.session.data(for: request)
         let status = (response as? HTTPURLResponse)?.statusCode ?? 0
         if status == 401 { throw DemoError.status(401) }
         return status
