@@ -63,13 +63,19 @@ struct TaskManagerStateMachine<Payload, Job> {
 
     /// The actions of one event, in order. Most events yield at most three, which are stored
     /// inline; only longer lists allocate.
+    ///
+    /// The owner drains a list with ``popFirst()``, which moves each action out: iterating (a
+    /// `Sequence`, for tests) copies the list and every action, a retain and a release per
+    /// payload.
     struct ActionList: Sequence, ExpressibleByArrayLiteral {
         private var first: Action?
         private var second: Action?
         private var third: Action?
         private var overflow: [Action] = []
-        /// The number of actions.
-        private(set) var count = 0
+        /// The number of actions appended.
+        private var appended = 0
+        /// The number of actions taken by ``popFirst()``.
+        private var taken = 0
 
         init() {}
 
@@ -77,36 +83,43 @@ struct TaskManagerStateMachine<Payload, Job> {
             for element in elements { append(element) }
         }
 
-        var isEmpty: Bool { count == 0 }
+        /// The number of actions not taken yet.
+        var count: Int { appended - taken }
+
+        var isEmpty: Bool { appended == taken }
 
         mutating func append(_ action: Action) {
-            switch count {
+            switch appended {
             case 0: first = action
             case 1: second = action
             case 2: third = action
             default: overflow.append(action)
             }
-            count += 1
+            appended += 1
         }
 
-        mutating func append(contentsOf other: ActionList) {
-            for action in other { append(action) }
+        /// Appends the actions of `other` not taken yet, moving them.
+        mutating func append(contentsOf other: consuming ActionList) {
+            while let action = other.popFirst() { append(action) }
+        }
+
+        /// Removes the first action not taken yet and returns it, moved out of the list.
+        mutating func popFirst() -> Action? {
+            guard taken < appended else { return nil }
+            let index = taken
+            taken += 1
+            switch index {
+            case 0: return first.take()
+            case 1: return second.take()
+            case 2: return third.take()
+            default: return overflow[index - 3]
+            }
         }
 
         struct Iterator: IteratorProtocol {
-            let list: ActionList
-            var index = 0
+            var list: ActionList
 
-            mutating func next() -> Action? {
-                defer { index += 1 }
-                switch index {
-                case 0 where list.count > 0: return list.first
-                case 1 where list.count > 1: return list.second
-                case 2 where list.count > 2: return list.third
-                case let position where position < list.count: return list.overflow[position - 3]
-                default: return nil
-                }
-            }
+            mutating func next() -> Action? { list.popFirst() }
         }
 
         func makeIterator() -> Iterator { Iterator(list: self) }
