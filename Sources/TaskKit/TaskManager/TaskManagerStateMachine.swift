@@ -63,13 +63,19 @@ struct TaskManagerStateMachine<Payload, Job> {
 
     /// The actions of one event, in order. Most events yield at most three, which are stored
     /// inline; only longer lists allocate.
+    ///
+    /// The owner drains a list with ``popFirst()``, which moves each action out: iterating (a
+    /// `Sequence`, for tests) copies the list and every action, a retain and a release per
+    /// payload.
     struct ActionList: Sequence, ExpressibleByArrayLiteral {
         private var first: Action?
         private var second: Action?
         private var third: Action?
         private var overflow: [Action] = []
-        /// The number of actions.
-        private(set) var count = 0
+        /// The number of actions appended.
+        private var appended = 0
+        /// The number of actions taken by ``popFirst()``.
+        private var taken = 0
 
         init() {}
 
@@ -77,36 +83,43 @@ struct TaskManagerStateMachine<Payload, Job> {
             for element in elements { append(element) }
         }
 
-        var isEmpty: Bool { count == 0 }
+        /// The number of actions not taken yet.
+        var count: Int { appended - taken }
+
+        var isEmpty: Bool { appended == taken }
 
         mutating func append(_ action: Action) {
-            switch count {
+            switch appended {
             case 0: first = action
             case 1: second = action
             case 2: third = action
             default: overflow.append(action)
             }
-            count += 1
+            appended += 1
         }
 
-        mutating func append(contentsOf other: ActionList) {
-            for action in other { append(action) }
+        /// Appends the actions of `other` not taken yet, moving them.
+        mutating func append(contentsOf other: consuming ActionList) {
+            while let action = other.popFirst() { append(action) }
+        }
+
+        /// Removes the first action not taken yet and returns it, moved out of the list.
+        mutating func popFirst() -> Action? {
+            guard taken < appended else { return nil }
+            let index = taken
+            taken += 1
+            switch index {
+            case 0: return first.take()
+            case 1: return second.take()
+            case 2: return third.take()
+            default: return overflow[index - 3]
+            }
         }
 
         struct Iterator: IteratorProtocol {
-            let list: ActionList
-            var index = 0
+            var list: ActionList
 
-            mutating func next() -> Action? {
-                defer { index += 1 }
-                switch index {
-                case 0 where list.count > 0: return list.first
-                case 1 where list.count > 1: return list.second
-                case 2 where list.count > 2: return list.third
-                case let position where position < list.count: return list.overflow[position - 3]
-                default: return nil
-                }
-            }
+            mutating func next() -> Action? { list.popFirst() }
         }
 
         func makeIterator() -> Iterator { Iterator(list: self) }
@@ -177,7 +190,7 @@ struct TaskManagerStateMachine<Payload, Job> {
     private let reactorConfigurations: [ReactorConfiguration]
     private let maximumRunning: Int
 
-    private var entries: [Int: Entry] = [:]
+    private var entries = TaskEntryTable<Entry>()
     /// Side tables, by task identifier, holding state only some tasks have at some steps.
     private var schedules: [Int: Schedule] = [:]
     private var delayTimers: [Int: Job] = [:]
@@ -271,7 +284,7 @@ struct TaskManagerStateMachine<Payload, Job> {
     ) -> (id: Int, actions: ActionList) {
         let id = nextID
         nextID += 1
-        entries[id] = Entry(payload: payload, phase: .notStarted, needsInterception: interceptorCount > 0)
+        entries.insert(Entry(payload: payload, phase: .notStarted, needsInterception: interceptorCount > 0), id: id)
         var actions = ActionList()
         if startImmediately {
             start(id, schedule: Schedule(delay: delay, timeout: timeout), into: &actions)
@@ -300,29 +313,27 @@ struct TaskManagerStateMachine<Payload, Job> {
 
     /// Records a spawned timer; returns `true` when it is no longer wanted (cancel it).
     mutating func registerTimer(id: Int, kind: TimerKind, job: Job) -> Bool {
-        guard let index = entries.index(forKey: id) else { return true }
         switch kind {
         case .delay:
-            guard entries.values[index].phase == .delayed else { return true }
+            guard entries[id]?.phase == .delayed else { return true }
             delayTimers[id] = job
         case .deadline:
-            entries.values[index].deadlineTimer = job
+            guard entries.update(id, { $0.deadlineTimer = job }) != nil else { return true }
         }
         return false
     }
 
     /// A timer of task `id` fired.
     mutating func timerFired(id: Int, kind: TimerKind) -> ActionList {
-        guard let index = entries.index(forKey: id) else { return [] }
         var actions = ActionList()
         switch kind {
         case .delay:
-            guard entries.values[index].phase == .delayed else { return [] }
+            guard entries[id]?.phase == .delayed else { return [] }
             delayTimers[id] = nil
             let timeout = schedules.removeValue(forKey: id)?.timeout
             beginRunning(id, timeout: timeout, into: &actions)
         case .deadline:
-            entries.values[index].deadlineTimer = nil
+            guard entries.update(id, { $0.deadlineTimer = nil }) != nil else { return [] }
             terminate(id, .timedOut, into: &actions)
         }
         pump(into: &actions)
@@ -334,18 +345,21 @@ struct TaskManagerStateMachine<Payload, Job> {
         precondition(interceptionInProgress, "interceptionFinished without an interception")
         interceptionInProgress = false
         var actions = ActionList()
-        guard let index = entries.index(forKey: id), entries.values[index].phase == .intercepting else {
+        // Leave `intercepting` first: `terminate` defers anything that finds the task there, so
+        // a deferred termination or a discard applied in that phase would never complete it.
+        let wasIntercepting = entries.update(id) { entry -> Bool in
+            guard entry.phase == .intercepting else { return false }
+            entry.phase = .intercepted
+            entry.needsInterception = false
+            return true
+        }
+        guard wasIntercepting == true else {
             pump(into: &actions)
             return actions
         }
-        // Leave `intercepting` first: `terminate` defers anything that finds the task there, so
-        // a deferred termination or a discard applied in that phase would never complete it.
-        entries.values[index].phase = .intercepted
-        entries.values[index].needsInterception = false
         for interceptor in verdict.releasing where !batches[interceptor].isEmpty {
             // Identifiers grow in add order; a batch may be out of order after a requeue.
             for heldID in batches[interceptor].sorted() {
-                entries[heldID]!.needsInterception = false
                 enqueueReady(heldID)
             }
             batches[interceptor].removeAll()
@@ -358,7 +372,7 @@ struct TaskManagerStateMachine<Payload, Job> {
             case .execute:
                 enqueueReady(id)
             case .hold(let interceptor):
-                entries[id]!.phase = .held(interceptor: interceptor)
+                entries.update(id) { $0.phase = .held(interceptor: interceptor) }
                 batches[interceptor].append(id)
                 batchCounts[interceptor] += 1
             case .discard:
@@ -372,14 +386,19 @@ struct TaskManagerStateMachine<Payload, Job> {
     /// Attempt `attempt` of task `id` finished and its result is stored in the payload.
     /// `reactable` is false when the result must skip the reactors (an adapter failed).
     mutating func executionFinished(id: Int, attempt: Int, reactable: Bool) -> ActionList {
-        guard let index = entries.index(forKey: id), entries.values[index].phase == .executing,
-            entries.values[index].attempt == attempt
-        else { return [] }
+        let evaluate = reactable && !reactorConfigurations.isEmpty
+        // The payload to evaluate, `.some(nil)` to finish, `nil` when the report is stale.
+        let outcome = entries.update(id) { entry -> Payload?? in
+            guard entry.phase == .executing, entry.attempt == attempt else { return nil }
+            guard evaluate else { return .some(nil) }
+            entry.phase = .evaluating
+            return .some(entry.payload)
+        } ?? nil
+        guard let outcome else { return [] }
         var actions = ActionList()
         runningCount -= 1
-        if reactable && !reactorConfigurations.isEmpty {
-            entries.values[index].phase = .evaluating
-            actions.append(.evaluateReactors(id: id, payload: entries.values[index].payload, attempt: attempt))
+        if let payload = outcome {
+            actions.append(.evaluateReactors(id: id, payload: payload, attempt: attempt))
         } else {
             finish(id, into: &actions)
         }
@@ -414,7 +433,7 @@ struct TaskManagerStateMachine<Payload, Job> {
                 actions.append(.startReaction(reactor: index, generation: generation))
             }
         }
-        entries[id]!.phase = .reacting
+        entries.update(id) { $0.phase = .reacting }
         reactionWaits[id] = ReactionWait(awaited: matched, requeue: requeue, reintercept: reintercept)
         return actions
     }
@@ -470,7 +489,7 @@ struct TaskManagerStateMachine<Payload, Job> {
     private mutating func start(_ id: Int, schedule: Schedule, into actions: inout ActionList) {
         activeCount += 1
         if let delay = schedule.delay, delay > .zero {
-            entries[id]!.phase = .delayed
+            entries.update(id) { $0.phase = .delayed }
             if let timeout = schedule.timeout { schedules[id] = Schedule(timeout: timeout) }
             actions.append(.startTimer(id: id, kind: .delay, duration: delay))
         } else {
@@ -488,25 +507,30 @@ struct TaskManagerStateMachine<Payload, Job> {
     }
 
     private mutating func enqueue(_ id: Int) {
-        let index = entries.index(forKey: id)!
         let ticket = nextTicket
         nextTicket += 1
-        entries.values[index].ticket = ticket
-        if entries.values[index].needsInterception {
-            entries.values[index].phase = .queued
+        let intercept = entries.update(id) { entry -> Bool in
+            entry.ticket = ticket
+            entry.phase = entry.needsInterception ? .queued : .ready
+            return entry.needsInterception
+        }!
+        if intercept {
             interceptionQueue.append((id, ticket))
         } else {
-            entries.values[index].phase = .ready
             readyQueue.append((id, ticket))
         }
     }
 
+    /// Queues the task for execution, skipping interception (it was intercepted, or released
+    /// from a batch, which is not re-intercepted).
     private mutating func enqueueReady(_ id: Int) {
-        let index = entries.index(forKey: id)!
         let ticket = nextTicket
         nextTicket += 1
-        entries.values[index].phase = .ready
-        entries.values[index].ticket = ticket
+        entries.update(id) { entry in
+            entry.needsInterception = false
+            entry.phase = .ready
+            entry.ticket = ticket
+        }!
         readyQueue.append((id, ticket))
     }
 
@@ -514,29 +538,33 @@ struct TaskManagerStateMachine<Payload, Job> {
     private mutating func pump(into actions: inout ActionList) {
         guard suspensions == 0 else { return }
         while runningCount < maximumRunning, let (id, ticket) = readyQueue.popFirst() {
-            guard let index = entries.index(forKey: id), entries.values[index].phase == .ready,
-                entries.values[index].ticket == ticket
-            else { continue }
-            entries.values[index].phase = .executing
-            entries.values[index].attempt += 1
+            let started = entries.update(id) { entry -> (payload: Payload, attempt: Int)? in
+                guard entry.phase == .ready, entry.ticket == ticket else { return nil }
+                entry.phase = .executing
+                entry.attempt += 1
+                return (entry.payload, entry.attempt)
+            }
+            guard let (payload, attempt) = started ?? nil else { continue }
             runningCount += 1
-            actions.append(.execute(id: id, payload: entries.values[index].payload, attempt: entries.values[index].attempt))
+            actions.append(.execute(id: id, payload: payload, attempt: attempt))
         }
         guard !interceptionInProgress, runningCount < maximumRunning else { return }
         while let (id, ticket) = interceptionQueue.popFirst() {
-            guard let index = entries.index(forKey: id), entries.values[index].phase == .queued,
-                entries.values[index].ticket == ticket
-            else { continue }
-            entries.values[index].phase = .intercepting
+            let payload = entries.update(id) { entry -> Payload? in
+                guard entry.phase == .queued, entry.ticket == ticket else { return nil }
+                entry.phase = .intercepting
+                return entry.payload
+            }
+            guard let payload = payload ?? nil else { continue }
             interceptionInProgress = true
-            actions.append(.intercept(id: id, payload: entries.values[index].payload, batchCounts: batchCounts))
+            actions.append(.intercept(id: id, payload: payload, batchCounts: batchCounts))
             return
         }
     }
 
     /// Delivers the task's stored result and forgets it.
     private mutating func finish(_ id: Int, into actions: inout ActionList) {
-        guard let entry = entries.removeValue(forKey: id) else { return }
+        guard let entry = entries.remove(id) else { return }
         if !reactionWaits.isEmpty { reactionWaits[id] = nil }
         if let timer = entry.deadlineTimer { actions.append(.cancel(timer)) }
         actions.append(.deliver(payload: entry.payload))
@@ -564,7 +592,7 @@ struct TaskManagerStateMachine<Payload, Job> {
         case .notStarted, .delayed, .queued, .intercepted, .ready, .evaluating:
             break
         }
-        entries[id] = nil
+        entries.remove(id)
         if !schedules.isEmpty { schedules[id] = nil }
         if !delayTimers.isEmpty, let timer = delayTimers.removeValue(forKey: id) { actions.append(.cancel(timer)) }
         if let timer = entry.deadlineTimer { actions.append(.cancel(timer)) }
@@ -607,7 +635,7 @@ struct TaskManagerStateMachine<Payload, Job> {
             }
             reactionWaits[id] = nil
             if wait.requeue {
-                entries[id]!.needsInterception = wait.reintercept
+                entries.update(id) { $0.needsInterception = wait.reintercept }
                 enqueue(id)
             } else {
                 finish(id, into: &actions)

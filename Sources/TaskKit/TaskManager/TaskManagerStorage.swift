@@ -133,11 +133,11 @@ final class TaskManagerStorage: Sendable {
 
     /// Performs `actions`, and the actions that performing them yields, iteratively (an
     /// interception that releases a batch does not recurse).
-    private func perform(_ actions: Machine.ActionList) {
+    private func perform(_ actions: consuming Machine.ActionList) {
         var current = actions
         while !current.isEmpty {
             var followUps = Machine.ActionList()
-            for action in current { perform(action, followUps: &followUps) }
+            while let action = current.popFirst() { perform(action, followUps: &followUps) }
             current = followUps
         }
     }
