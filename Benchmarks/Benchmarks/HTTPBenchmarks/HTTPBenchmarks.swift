@@ -3,8 +3,9 @@
 //
 // The server is a FlyingFox server on 127.0.0.1 (a free port) started once, in this process:
 // `GET /protected` answers 200 with a short body when the request carries the expected bearer
-// token, 401 otherwise. Both sides use an ephemeral URLSession that is created once and kept
-// warm (connections reused), and the same request.
+// token, 401 otherwise. Both sides use an ephemeral URLSession without a URL cache
+// (`URLSessionTransport.defaultConfiguration`) that is created once and kept warm (connections
+// reused), and the same request.
 //
 // - "URLSession" / "URLTaskManager": one sample = 64 concurrent workers, each sending
 //   `requestsPerWorker` requests one after another (64 x 10 = 640 requests). Divide the
