@@ -61,9 +61,10 @@ public final class TaskStore<Key: Hashable & Sendable> {
     /// way that reaches this reference: it is not `Sendable`, so it stays in the actor's region,
     /// and every task it starts retains the actor until it finishes.
     @ObservationIgnored private unowned var ownerActor: (any Actor)?
-    /// `\.runningKeys`, created once. TaskStore's methods run as unspecialised generic code, where
-    /// a key-path literal is instantiated at run time on every evaluation (an allocation and a
-    /// metadata lookup); measured at ~2.5 µs per `taskIsRunning(forKey:)` before this cache.
+    /// `\.runningKeys`, created once. The observation calls run as unspecialised generic code
+    /// (`observeRunningKeys`, `mutateRunningKeys`), where a key-path literal is instantiated at run
+    /// time on every evaluation (an allocation and a metadata lookup); measured at ~2.5 µs per
+    /// `taskIsRunning(forKey:)` before this cache.
     @ObservationIgnored @usableFromInline let runningKeysPath: KeyPath<TaskStore<Key>, Set<Key>> = \.runningKeys
 
     /// Creates an empty store.
@@ -262,7 +263,8 @@ public final class TaskStore<Key: Hashable & Sendable> {
     // The hot paths (`addTask`, the task body and its `taskFinished`, `taskIsRunning`) and the
     // state machine are `@inlinable`, so they are specialised for the client's `Key` in the
     // client's module. Unspecialised, every dictionary and enum operation on `Key`-dependent types
-    // looked up generic metadata at run time: measured at about half of `addTask`'s CPU time.
+    // looked up generic metadata at run time (a quarter of `addTask`'s profile); specialising took
+    // `addTask` + await from 2.1 µs to 1.2 µs.
 
     /// Registers an observation access to ``runningKeys`` (the macro's `access` is internal, so
     /// inlinable code calls it through this).
