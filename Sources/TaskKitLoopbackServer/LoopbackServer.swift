@@ -400,3 +400,38 @@ extension Array where Element == UInt8 {
         count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix
     }
 }
+
+/// A port on 127.0.0.1 on which nothing listens, held for as long as this value lives: a
+/// connection to it is refused at once (`URLError.cannotConnectToHost`), and no other server can
+/// take the port meanwhile.
+///
+/// The stand-in for "a server that stopped": stopping a server frees its port, and a server
+/// started by a parallel test may be given the same port a moment later and answer instead.
+/// This socket is bound without `SO_REUSEADDR` and never listens, so the kernel refuses
+/// connections to it and neither hands the port out nor lets another socket bind it.
+public final class RefusingPort: Sendable {
+    /// `http://127.0.0.1:<port>`.
+    public let baseURL: URL
+    private let socket: Socket
+
+    /// Reserves a free port.
+    public init() throws {
+        let socket = try Socket(domain: AF_INET, type: .stream)
+        do {
+            try socket.bind(to: try sockaddr_in.inet(ip4: "127.0.0.1", port: 0))
+            guard case .ip4(_, let port) = try socket.sockname() else { throw SocketError.unsupportedAddress }
+            self.baseURL = URL(string: "http://127.0.0.1:\(port)")!
+            self.socket = socket
+        } catch {
+            try? socket.close()
+            throw error
+        }
+    }
+
+    deinit { try? socket.close() }
+
+    /// The URL of `path` on this port.
+    public func url(_ path: String) -> URL {
+        URL(string: path, relativeTo: baseURL)!.absoluteURL
+    }
+}

@@ -52,15 +52,15 @@ struct URLTaskLoggingTests {
 
     @Test("a failed attempt is logged with its error")
     func errorIsLogged() async throws {
-        let server = try await LoopbackServer.start()
-        let url = server.url("/hello")
-        await server.stop()
+        let stopped = try RefusingPort()
+        let url = stopped.url("/hello")
         let (logger, store) = HTTPTestCapturingLogHandler.logger(level: .trace)
         let manager = URLTaskManager(logger: logger)
         await #expect(throws: URLError.self) { _ = try await manager.data(for: URLRequest(url: url)) }
         let sent = try #require(store.all.first { $0.metadata["event"] == "sent" })
         #expect(sent.metadata["error"] != nil)
         #expect(store.events.contains("completed"))
+        withExtendedLifetime(stopped) {}  // the port stays reserved until here
     }
 
     @Test("a URLTaskReactor's match is logged as reacted, and the requeued run as requeued")

@@ -28,21 +28,20 @@ struct URLTaskManagerServerTests {
 
     @Test("a stopped server surfaces URLError.cannotConnectToHost, without hanging")
     func stoppedServer() async throws {
-        let server = try await LoopbackServer.start()
-        let url = server.url("/hello")
-        await server.stop()
+        let stopped = try RefusingPort()  // nothing listens there, and no parallel test can take it
+        let url = stopped.url("/hello")
         let manager = URLTaskManager(timeout: .seconds(30))
         let error = await #expect(throws: URLError.self) {
             _ = try await manager.data(for: URLRequest(url: url))
         }
         #expect(error?.code == .cannotConnectToHost)
+        withExtendedLifetime(stopped) {}  // the port stays reserved until here
     }
 
     @Test("a stopped server: the retry policy retries the connection failure, then gives up with the URLError")
     func stoppedServerWithRetries() async throws {
-        let server = try await LoopbackServer.start()
-        let url = server.url("/hello")
-        await server.stop()
+        let stopped = try RefusingPort()
+        let url = stopped.url("/hello")
         let clock = ManualClock()
         let transport = HTTPTestRecordingTransport()
         let manager = URLTaskManager(interceptors: [httpTestRetryPolicy(count: 2)], transport: transport, clock: clock)
@@ -52,6 +51,7 @@ struct URLTaskManagerServerTests {
         let error = await #expect(throws: URLError.self) { _ = try await request.value }
         #expect(error?.code == .cannotConnectToHost)
         #expect(transport.requests.count == 3)
+        withExtendedLifetime(stopped) {}  // the port stays reserved until here
     }
 
     @Test("cancelling the awaiting task cancels the in-flight request")
