@@ -35,14 +35,16 @@ struct TaskEntryTable<Entry> {
     /// The number of tasks stored.
     var count: Int { liveInSlots + stragglers.count }
 
-    /// The identifier the next insertion must use.
+    /// The identifier the next insertion gets.
     var nextID: Int { firstID + slots.count }
 
-    /// Stores the entry of a new task; `id` must be ``nextID``.
-    mutating func insert(_ entry: Entry, id: Int) {
-        precondition(id == nextID, "TaskEntryTable: identifier \(id) added out of order (expected \(nextID))")
+    /// Stores the entry of a new task and returns its identifier (``nextID``).
+    @discardableResult
+    mutating func insert(_ entry: Entry) -> Int {
+        let id = nextID
         slots.append(entry)
         liveInSlots += 1
+        return id
     }
 
     /// Runs `body` on the entry of task `id` in place and returns its result, or returns `nil`

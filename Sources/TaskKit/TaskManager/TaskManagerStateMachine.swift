@@ -197,7 +197,6 @@ struct TaskManagerStateMachine<Payload, Job> {
     /// Terminations that arrived while the interceptors were looking at the task.
     private var deferredTerminations: [Int: Termination] = [:]
     private var reactionWaits: [Int: ReactionWait] = [:]
-    private var nextID = 1
     private var nextTicket = 1
     private var interceptionQueue: Deque<(id: Int, ticket: Int)> = []
     private var readyQueue: Deque<(id: Int, ticket: Int)> = []
@@ -282,9 +281,7 @@ struct TaskManagerStateMachine<Payload, Job> {
     mutating func add(
         payload: Payload, startImmediately: Bool, delay: Duration?, timeout: Duration?
     ) -> (id: Int, actions: ActionList) {
-        let id = nextID
-        nextID += 1
-        entries.insert(Entry(payload: payload, phase: .notStarted, needsInterception: interceptorCount > 0), id: id)
+        let id = entries.insert(Entry(payload: payload, phase: .notStarted, needsInterception: interceptorCount > 0))
         var actions = ActionList()
         if startImmediately {
             start(id, schedule: Schedule(delay: delay, timeout: timeout), into: &actions)

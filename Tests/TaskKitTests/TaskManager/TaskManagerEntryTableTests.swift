@@ -29,7 +29,7 @@ import Testing
     @Test func fifoUseKeepsTheWindowSmall() {
         var table = TaskEntryTable<Int>()
         for id in 1...10_000 {
-            table.insert(id * 10, id: id)
+            #expect(table.insert(id * 10) == id)
             if id > 3 { #expect(table.remove(id - 3) == (id - 3) * 10) }
             #expect(table.windowSize <= 4)
         }
@@ -40,9 +40,9 @@ import Testing
 
     @Test func aLongLivedEntryBecomesAStragglerAndStaysReachable() {
         var table = TaskEntryTable<Int>()
-        table.insert(-1, id: 1)  // never removed: pins the front
+        #expect(table.insert(-1) == 1)  // never removed: pins the front
         for id in 2...10_000 {
-            table.insert(id, id: id)
+            #expect(table.insert(id) == id)
             table.remove(id)
             // Memory stays proportional to the live entries, not to the identifiers handed out.
             #expect(table.windowSize <= 64)
@@ -77,7 +77,7 @@ import Testing
                 let addBias: UInt64 = step < 10_000 ? 6 : 3
                 let roll = generator.next() % 10
                 if roll < addBias {
-                    table.insert(nextID * 7, id: nextID)
+                    #expect(table.insert(nextID * 7) == nextID)
                     model[nextID] = nextID * 7
                     nextID += 1
                 } else if roll < 9, nextID > 1 {
