@@ -13,29 +13,16 @@ import Foundation
 ///   - stackSize: The thread's stack size in bytes; 512 KiB by default, the smallest stack a
 ///     secondary thread commonly gets (Darwin's default), so "does not overflow the stack"
 ///     tests hold on every platform.
-///   - body: The blocking work.
-public func onDedicatedThread<T: Sendable>(
+///   - body: The blocking work; its error, if it throws, is rethrown (typed).
+public func onDedicatedThread<T: Sendable, E: Error>(
     stackSize: Int = 512 * 1024,
-    _ body: @escaping @Sendable () throws -> T
-) async throws -> T {
-    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-        let thread = Thread {
-            // The continuation is resumed exactly once, here, after `body` returned or threw.
-            continuation.resume(with: Result { try body() })
-        }
+    _ body: @escaping @Sendable () throws(E) -> T
+) async throws(E) -> T {
+    let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, E>, Never>) in
+        // The continuation is resumed exactly once, here, after `body` returned or threw.
+        let thread = Thread { continuation.resume(returning: Result(catching: body)) }
         thread.stackSize = stackSize
         thread.start()
     }
-}
-
-/// ``onDedicatedThread(stackSize:_:)`` for a body that cannot throw.
-public func onDedicatedThread<T: Sendable>(
-    stackSize: Int = 512 * 1024,
-    _ body: @escaping @Sendable () -> T
-) async -> T {
-    await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
-        let thread = Thread { continuation.resume(returning: body()) }
-        thread.stackSize = stackSize
-        thread.start()
-    }
+    return try result.get()
 }
