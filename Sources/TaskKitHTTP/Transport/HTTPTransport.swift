@@ -106,12 +106,12 @@ public final class URLSessionTransport: HTTPTransport {
                 // URLSession calls it exactly once per task (also when the task is cancelled,
                 // started or not).
                 let task = session.dataTask(with: request) { data, response, error in
+                    if let error = error as? URLError {
+                        continuation.resume(throwing: Self.normalized(error, for: request))
+                        return
+                    }
                     if let error {
-                        if let error = error as? URLError {
-                            continuation.resume(throwing: Self.normalized(error, for: request))
-                        } else {
-                            continuation.resume(throwing: error)
-                        }
+                        continuation.resume(throwing: error)
                         return
                     }
                     guard let http = response as? HTTPURLResponse else {
