@@ -2,11 +2,45 @@ import Benchmark
 import TaskKit
 
 // What TaskStore costs on top of the `Task` it creates, and whether that cost depends on how many
-// keys are live. Both sides of every comparison run on the same actor and call the same operation
-// closure, so the difference is the store's bookkeeping (dictionary entry, identity, observation
+// keys are live. Both sides of every comparison run on the same actor and call the same operation,
+// so the difference is the store's bookkeeping (dictionary entry, identity, observation
 // registrar, isolation check) plus its wrapper closure.
 
-/// The operation every benchmark runs: the same closure value for the store and for a bare `Task`.
+/// The actor of the seed's model: a global actor, as `@MainActor` is for a SwiftUI model (the
+/// main actor itself is not used because the benchmark runner owns the main thread).
+@globalActor actor ModelActor {
+    static let shared = ModelActor()
+}
+
+/// The seed's pattern: a global-actor model whose store runs `{ await self.doThing() }`. A bare
+/// `Task { await self.doThing() }` written in the same place inherits the model's actor, and so
+/// does the store's operation (a closure literal converted to `nonisolated(nonsending)`).
+@ModelActor final class ModelBench {
+    let store = TaskStore<Int>()
+    private(set) var things = 0
+
+    func doThing() async { things &+= 1 }
+
+    /// Creates a bare `Task` running `doThing()` and awaits it, `count` times.
+    func bareRoundTrips(_ count: Int) async {
+        for _ in 0..<count { await Task { await self.doThing() }.value }
+    }
+
+    /// Adds a task running `doThing()` under one key and awaits it, `count` times.
+    func storeRoundTrips(_ count: Int) async {
+        for _ in 0..<count { await store.addTask(forKey: 0) { await self.doThing() }.value }
+    }
+
+    /// Reads the store once, as a view does: from then on every key that starts or stops goes
+    /// through the observation registrar (`willSet`/`didSet`), whether or not anyone observes.
+    func readStoreOnce() -> Bool {
+        store.taskIsRunning(forKey: 0)
+    }
+}
+
+/// An operation that leaves the actor: a `@concurrent` closure value, the same for the store and
+/// for a bare `Task`. The bare `Task` (nonisolated: it captures nothing isolated) runs it where it
+/// starts; the store's task starts on the actor, hops off for it and back to remove its entry.
 let operation: @Sendable () async -> Void = {}
 
 /// Owns one store; every call runs on this actor, as a store requires.
@@ -70,6 +104,23 @@ let benchmarks: @Sendable () -> Void = {
 
     // MARK: addTask against a bare Task
 
+    Benchmark("Model: bare Task { await self.doThing() } + await (x1000)", configuration: perOperation) {
+        benchmark in
+        let model = await ModelBench()
+        await model.bareRoundTrips(benchmark.scaledIterations.count)
+    }
+    Benchmark("Model: TaskStore.addTask { await self.doThing() } + await (x1000)", configuration: perOperation) {
+        benchmark in
+        let model = await ModelBench()
+        await model.storeRoundTrips(benchmark.scaledIterations.count)
+    }
+    Benchmark("Model: TaskStore.addTask { await self.doThing() } + await, store read (x1000)", configuration: perOperation) {
+        benchmark in
+        let model = await ModelBench()
+        blackHole(await model.readStoreOnce())
+        await model.storeRoundTrips(benchmark.scaledIterations.count)
+    }
+
     let bare = StoreBench()
     Benchmark("Bare Task: create + await (x1000)", configuration: perOperation) { benchmark in
         await bare.bareRoundTrips(benchmark.scaledIterations.count)
@@ -89,17 +140,29 @@ let benchmarks: @Sendable () -> Void = {
 
     // MARK: cost per operation with many live keys
 
-    for liveKeys in [100, 10_000] {
-        let bench = StoreBench()
+    /// `perOperation`, with `liveKeys` tasks parked in `bench`'s store around the benchmark.
+    func parked(_ bench: StoreBench, liveKeys: Int) -> Benchmark.Configuration {
         var configuration = perOperation
         configuration.setup = { await bench.park(liveKeys: liveKeys) }
         configuration.teardown = { await bench.unpark() }
-        Benchmark("TaskStore.addTask: create + await, \(liveKeys) live keys (x1000)", configuration: configuration) {
-            benchmark in
-            await bench.storeRoundTrips(benchmark.scaledIterations.count)
+        return configuration
+    }
+
+    for liveKeys in [100, 10_000] {
+        // Two stores: the lookups read theirs, which turns its observation notifications on (see
+        // the "store read" row), and must not change the round trips measured beside them.
+        let roundTrips = StoreBench(), lookups = StoreBench()
+        Benchmark(
+            "TaskStore.addTask: create + await, \(liveKeys) live keys (x1000)",
+            configuration: parked(roundTrips, liveKeys: liveKeys)
+        ) { benchmark in
+            await roundTrips.storeRoundTrips(benchmark.scaledIterations.count)
         }
-        Benchmark("TaskStore.taskIsRunning, \(liveKeys) live keys (x1000)", configuration: configuration) { benchmark in
-            blackHole(await bench.lookups(benchmark.scaledIterations.count, liveKeys: liveKeys))
+        Benchmark(
+            "TaskStore.taskIsRunning, \(liveKeys) live keys (x1000)",
+            configuration: parked(lookups, liveKeys: liveKeys)
+        ) { benchmark in
+            blackHole(await lookups.lookups(benchmark.scaledIterations.count, liveKeys: liveKeys))
         }
     }
 }

@@ -24,8 +24,10 @@ import Synchronization
 /// A `TaskStore` is not `Sendable`. It belongs to the actor it is used from (the main actor in a
 /// SwiftUI model, or your own actor): every method that changes it takes an
 /// `isolation: isolated (any Actor)? = #isolation` parameter, so it runs on the caller's actor
-/// without a hop, and the tasks it creates run their bookkeeping on that same actor. The store is
-/// therefore only ever touched from one serial executor and needs no lock.
+/// without a hop, and the tasks it creates start on that same actor, run their operation there
+/// (the operation is `nonisolated(nonsending)`, so it leaves only for code isolated elsewhere)
+/// and do their bookkeeping there. The store is therefore only ever touched from one serial
+/// executor and needs no lock.
 ///
 /// The compiler cannot enforce this completely (a call from a nonisolated context passes `nil`),
 /// so the store checks it at run time and traps instead of racing:
@@ -49,7 +51,16 @@ import Synchronization
 public final class TaskStore<Key: Hashable & Sendable> {
     @usableFromInline typealias Machine = TaskStoreStateMachine<Key, any TaskStoreHandle>
 
-    @ObservationIgnored @usableFromInline var machine = Machine()
+    // `machine` and `isObserved` are `@exclusivity(unchecked)`: Swift's dynamic exclusivity check
+    // on class properties costs a thread-local access-set insert and removal per access (measured
+    // at 6% of an `addTask` round trip's instructions). Skipping it is sound because (1) every
+    // access runs on the owning actor's executor (`checkOwner` traps otherwise for changes,
+    // `checkRead` for reads once bound, and the store is not `Sendable`), so two threads never
+    // access them at once; and (2) on that thread no access overlaps another: each one is a single
+    // call into the state machine (a value type that runs no user code) or a copy out of it. User
+    // code that the store triggers (task cancellation handlers, observation `willSet`/`didSet`
+    // handlers) runs only between those accesses, never inside one.
+    @ObservationIgnored @usableFromInline @exclusivity(unchecked) var machine = Machine()
     @ObservationIgnored @usableFromInline let logger: Logger
     /// The actor this store belongs to, as an `ObjectIdentifier` bit pattern; 0 while unbound.
     @ObservationIgnored @usableFromInline let ownerID = Atomic<UInt>(0)
@@ -66,6 +77,13 @@ public final class TaskStore<Key: Hashable & Sendable> {
     /// time on every evaluation (an allocation and a metadata lookup); measured at ~2.5 µs per
     /// `taskIsRunning(forKey:)` before this cache.
     @ObservationIgnored @usableFromInline let runningKeysPath: KeyPath<TaskStore<Key>, Set<Key>> = \.runningKeys
+    /// Whether ``runningKeys`` or ``taskIsRunning(forKey:)`` has ever been read. Until then no
+    /// observer can have registered interest in the store (those reads are the only places that
+    /// call `access(keyPath:)`), so starting and stopping a key skip the registrar's `willSet` and
+    /// `didSet` (two lock round trips and a key-path lookup each). Set once, never cleared: after
+    /// the first read every change notifies, as `@Observable` properties always do. Touched only
+    /// on the owning actor, like `machine`.
+    @ObservationIgnored @usableFromInline @exclusivity(unchecked) var isObserved = false
 
     /// Creates an empty store.
     ///
@@ -90,6 +108,11 @@ public final class TaskStore<Key: Hashable & Sendable> {
     ///   ``cancelTask(forKey:isolation:)``) always reaches `operation`: it sees `Task.isCancelled`
     ///   at its first check. The operation always runs once the task starts; it is up to the
     ///   operation to stop early when cancelled.
+    /// - `operation` is `nonisolated(nonsending)`: it runs on the store's actor, like the body of
+    ///   a `Task { … }` written in the same place, and leaves it only for code isolated elsewhere.
+    ///   A closure such as `{ await self.search(query) }` in a `@MainActor` model therefore never
+    ///   hops. For CPU-heavy work that must not block the actor, call a `@concurrent` function
+    ///   from the operation (or pass one).
     /// - With ``TaskStoreDuplicateKeyBehavior/preferPrevious-type.property`` and a running task, nothing starts
     ///   and the newest running task under the key is returned. If that task was started by the
     ///   value-returning overload, the returned `Task<Void, Never>` is a small wrapper that waits
@@ -112,7 +135,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
         duplicateKeyBehavior: TaskStoreDuplicateKeyBehavior = .cancelPrevious(wait: false),
         priority: TaskPriority? = nil,
         isolation: isolated (any Actor)? = #isolation,
-        operation: @escaping @Sendable () async -> Void
+        operation: nonisolated(nonsending) @escaping @Sendable () async -> Void
     ) -> Task<Void, Never> {
         checkOwner(isolation, in: "addTask(forKey:duplicateKeyBehavior:priority:isolation:operation:)")
         switch machine.prepareAdd(key: key, behavior: duplicateKeyBehavior) {
@@ -126,19 +149,30 @@ public final class TaskStore<Key: Hashable & Sendable> {
                     previous.cancel()
                 }
             }
-        case .startNew(let id, let previous, let cancelPrevious, let waitForPrevious):
-            if cancelPrevious { previous?.forEachHandle { $0.cancel() } }
-            let awaited = waitForPrevious ? previous : nil
+        case .startFirst(let id):
             // The body is isolated to the store's actor (it captures `isolation`), so it cannot start
             // before the caller's current actor job ends: a cancel issued right after `addTask`
             // (`cancelTask`, or `cancel()` on the returned task) always precedes `operation`.
+            // `operation` is `nonisolated(nonsending)`, so it runs right here without a hop unless
+            // it is isolated elsewhere itself.
+            let task = Task(priority: priority) {
+                _ = isolation
+                await operation()
+                self.taskFinished(key: key, id: id)
+            }
+            mutateRunningKeys { machine.commitFirst(key: key, id: id, handle: task) }
+            return task
+        case .startNew(let id, let previous, let cancelPrevious, let waitForPrevious):
+            if cancelPrevious { previous.forEachHandle { $0.cancel() } }
+            let awaited = waitForPrevious ? previous : nil
+            // Isolated to the store's actor, as above.
             let task = Task(priority: priority) {
                 _ = isolation
                 if let awaited { await Self.waitFor(awaited) }
                 await operation()
                 self.taskFinished(key: key, id: id)
             }
-            commit(key: key, id: id, handle: task, behavior: duplicateKeyBehavior, isNewKey: previous == nil)
+            machine.commitAdd(key: key, id: id, handle: task, behavior: duplicateKeyBehavior)
             return task
         }
     }
@@ -168,7 +202,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
         duplicateKeyBehavior: TaskStoreDuplicateKeyBehavior = .cancelPrevious(wait: false),
         priority: TaskPriority? = nil,
         isolation: isolated (any Actor)? = #isolation,
-        operation: @escaping @Sendable () async throws -> Success
+        operation: nonisolated(nonsending) @escaping @Sendable () async throws -> Success
     ) -> Task<Success, any Error> {
         checkOwner(isolation, in: "addTask(forKey:duplicateKeyBehavior:priority:isolation:operation:)")
         switch machine.prepareAdd(key: key, behavior: duplicateKeyBehavior) {
@@ -182,18 +216,26 @@ public final class TaskStore<Key: Hashable & Sendable> {
             }
             logger.trace("addTask: kept the running task (preferPrevious)", metadata: ["key": "\(key)"])
             return task
-        case .startNew(let id, let previous, let cancelPrevious, let waitForPrevious):
-            if cancelPrevious { previous?.forEachHandle { $0.cancel() } }
-            let awaited = waitForPrevious ? previous : nil
+        case .startFirst(let id):
             // Isolated to the store's actor, as in the `Void` overload, so a cancel right after
             // `addTask` always precedes `operation`.
+            let task = Task(priority: priority) { () async throws -> Success in
+                _ = isolation
+                defer { self.taskFinished(key: key, id: id) }
+                return try await operation()
+            }
+            mutateRunningKeys { machine.commitFirst(key: key, id: id, handle: task) }
+            return task
+        case .startNew(let id, let previous, let cancelPrevious, let waitForPrevious):
+            if cancelPrevious { previous.forEachHandle { $0.cancel() } }
+            let awaited = waitForPrevious ? previous : nil
             let task = Task(priority: priority) { () async throws -> Success in
                 _ = isolation
                 defer { self.taskFinished(key: key, id: id) }
                 if let awaited { await Self.waitFor(awaited) }
                 return try await operation()
             }
-            commit(key: key, id: id, handle: task, behavior: duplicateKeyBehavior, isNewKey: previous == nil)
+            machine.commitAdd(key: key, id: id, handle: task, behavior: duplicateKeyBehavior)
             return task
         }
     }
@@ -270,12 +312,19 @@ public final class TaskStore<Key: Hashable & Sendable> {
     /// inlinable code calls it through this).
     @usableFromInline
     func observeRunningKeys() {
+        isObserved = true
         access(keyPath: runningKeysPath)
     }
 
-    /// Runs `body`, which starts or stops a key, as an observable mutation of ``runningKeys``.
-    @usableFromInline
+    /// Runs `body`, which starts or stops a key, as an observable mutation of ``runningKeys`` (a
+    /// plain call while nothing has read the store: see `isObserved`).
+    @inlinable
     func mutateRunningKeys(_ body: () -> Void) {
+        if isObserved { notifyingMutation(body) } else { body() }
+    }
+
+    @usableFromInline
+    func notifyingMutation(_ body: () -> Void) {
         withMutation(keyPath: runningKeysPath, body)
     }
 
@@ -287,19 +336,6 @@ public final class TaskStore<Key: Hashable & Sendable> {
             await previous.newest.handle.waitForCompletion()
         } onCancel: {
             previous.forEachHandle { $0.cancel() }
-        }
-    }
-
-    @inlinable
-    func commit(
-        key: Key, id: UInt64, handle: any TaskStoreHandle, behavior: TaskStoreDuplicateKeyBehavior, isNewKey: Bool
-    ) {
-        if isNewKey {
-            mutateRunningKeys {
-                _ = machine.commitAdd(key: key, id: id, handle: handle, behavior: behavior)
-            }
-        } else {
-            machine.commitAdd(key: key, id: id, handle: handle, behavior: behavior)
         }
     }
 

@@ -61,10 +61,15 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
         /// A task is running under the key and the behaviour prefers it: start nothing and hand
         /// the newest running task back to the caller.
         case keepPrevious(Handle)
-        /// Start a new task with this identity. `previous` are the tasks running under the key
-        /// (`nil` if none, in which case the key starts running); the store cancels them first if
-        /// `cancelPrevious`, and the new operation waits for them if `waitForPrevious`.
-        case startNew(id: UInt64, previous: Tasks?, cancelPrevious: Bool, waitForPrevious: Bool)
+        /// No task runs under the key: start one with this identity, and the key starts running.
+        /// (A case of its own, not `startNew` with an optional `previous`: the common path then
+        /// never copies or destroys an `Optional<Tasks>`, which the compiler does through an
+        /// unspecialised outlined helper and a value-witness call each time.)
+        case startFirst(id: UInt64)
+        /// Start a new task with this identity while `previous` run under the key; the store
+        /// cancels them first if `cancelPrevious`, and the new operation waits for them if
+        /// `waitForPrevious`.
+        case startNew(id: UInt64, previous: Tasks, cancelPrevious: Bool, waitForPrevious: Bool)
     }
 
     /// What `finish` decided.
@@ -89,11 +94,11 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
     /// key, identity and behaviour before anything else touches the machine.
     @inlinable
     mutating func prepareAdd(key: Key, behavior: TaskStoreDuplicateKeyBehavior) -> AddDecision {
-        let previous = entries[key]
-        guard let previous else {
+        guard let index = entries.index(forKey: key) else {
             lastID &+= 1
-            return .startNew(id: lastID, previous: nil, cancelPrevious: false, waitForPrevious: false)
+            return .startFirst(id: lastID)
         }
+        let previous = entries.values[index]
         guard let options = behavior.preferNewOptions else {
             return .keepPrevious(previous.newest.handle)
         }
@@ -106,19 +111,32 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
         )
     }
 
-    /// Records the task created for a `.startNew` decision. Returns `true` if the key was not
-    /// running before (observers must be told it started).
+    /// Records the task created for a `.startFirst` decision: the key starts running (observers
+    /// must be told).
     @inlinable
-    @discardableResult
-    mutating func commitAdd(key: Key, id: UInt64, handle: Handle, behavior: TaskStoreDuplicateKeyBehavior) -> Bool {
+    mutating func commitFirst(key: Key, id: UInt64, handle: Handle) {
+        entries[key] = Tasks(newest: Slot(id: id, handle: handle))
+    }
+
+    /// Records the task created for a `.startNew` decision (the key keeps running).
+    @inlinable
+    mutating func commitAdd(key: Key, id: UInt64, handle: Handle, behavior: TaskStoreDuplicateKeyBehavior) {
         let slot = Slot(id: id, handle: handle)
-        if behavior.tracksConcurrently, let index = entries.index(forKey: key) {
+        guard let index = entries.index(forKey: key) else {
+            // Unreachable through the store (nothing runs between `prepareAdd` and this call);
+            // recorded as a new entry rather than lost.
+            entries[key] = Tasks(newest: slot)
+            return
+        }
+        if behavior.tracksConcurrently {
             // Mutated in place through `values` so the `older` array is not copied.
             entries.values[index].older.append(entries.values[index].newest)
             entries.values[index].newest = slot
-            return false
+        } else {
+            // The new task replaces every task tracked under the key (they were cancelled or are
+            // awaited by it, and their own `finish` will not find them).
+            entries.values[index] = Tasks(newest: slot)
         }
-        return entries.updateValue(Tasks(newest: slot), forKey: key) == nil
     }
 
     /// A task finished. Removes its slot if it is still tracked; reports `.stopKey` (without
@@ -150,7 +168,7 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
     /// Whether any task is tracked under `key`.
     @inlinable
     func isRunning(_ key: Key) -> Bool {
-        entries[key] != nil
+        entries.index(forKey: key) != nil
     }
 }
 

@@ -8,12 +8,17 @@ import Testing
     /// Adds `handle` under `key`, asserting the machine decided to start it; returns its id.
     @discardableResult
     func start(_ machine: inout Machine, _ key: String, _ handle: String, _ behavior: TaskStoreDuplicateKeyBehavior) -> UInt64 {
-        guard case .startNew(let id, _, _, _) = machine.prepareAdd(key: key, behavior: behavior) else {
-            Issue.record("expected .startNew")
+        switch machine.prepareAdd(key: key, behavior: behavior) {
+        case .startFirst(let id):
+            machine.commitFirst(key: key, id: id, handle: handle)
+            return id
+        case .startNew(let id, _, _, _):
+            machine.commitAdd(key: key, id: id, handle: handle, behavior: behavior)
+            return id
+        case .keepPrevious:
+            Issue.record("expected .startFirst or .startNew")
             return 0
         }
-        machine.commitAdd(key: key, id: id, handle: handle, behavior: behavior)
-        return id
     }
 
     @Test(arguments: [
@@ -22,14 +27,14 @@ import Testing
     ])
     func anIdleKeyAlwaysStartsWithoutPrevious(behavior: TaskStoreDuplicateKeyBehavior) {
         var machine = Machine()
-        guard case .startNew(_, let previous, let cancel, let wait) = machine.prepareAdd(key: "k", behavior: behavior) else {
-            Issue.record("expected .startNew")
+        guard case .startFirst(let id) = machine.prepareAdd(key: "k", behavior: behavior) else {
+            Issue.record("expected .startFirst")
             return
         }
-        #expect(previous == nil && !cancel && !wait)
-        let started = machine.commitAdd(key: "k", id: 1, handle: "A", behavior: behavior)
-        #expect(started)
+        #expect(!machine.isRunning("k"), "nothing is recorded before the commit")
+        machine.commitFirst(key: "k", id: id, handle: "A")
         #expect(machine.isRunning("k"))
+        #expect(machine.tasks(forKey: "k")?.handles == ["A"])
     }
 
     @Test func decisionsForARunningKeyFollowTheBehaviour() {
@@ -38,7 +43,7 @@ import Testing
         func decide(_ behavior: TaskStoreDuplicateKeyBehavior) -> (cancel: Bool, wait: Bool, previous: [String])? {
             guard case .startNew(_, let previous, let cancel, let wait) = machine.prepareAdd(key: "k", behavior: behavior)
             else { return nil }
-            return (cancel, wait, previous?.handles ?? [])
+            return (cancel, wait, previous.handles)
         }
         #expect(decide(.cancelPrevious(wait: false)).map { [$0.cancel, $0.wait] } == [true, false])
         #expect(decide(.cancelPrevious(wait: true)).map { [$0.cancel, $0.wait] } == [true, true])
@@ -106,9 +111,8 @@ import Testing
             Issue.record("expected .startNew")
             return
         }
-        #expect(previous?.handles == ["A", "B"], "the new task waits for (or cancels) every tracked task")
-        let started = machine.commitAdd(key: "k", id: id, handle: "C", behavior: .wait)
-        #expect(!started)
+        #expect(previous.handles == ["A", "B"], "the new task waits for (or cancels) every tracked task")
+        machine.commitAdd(key: "k", id: id, handle: "C", behavior: .wait)
         #expect(machine.tasks(forKey: "k")?.handles == ["C"])
     }
 
