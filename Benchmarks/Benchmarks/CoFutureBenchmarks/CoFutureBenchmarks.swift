@@ -22,6 +22,7 @@ let metrics: [BenchmarkMetric] = [.wallClock, .cpuTotal, .mallocCountTotal, .ins
 let benchmarks: @Sendable () -> Void = {
     Benchmark.defaultConfiguration = .init(
         metrics: metrics,
+        timeUnits: .microseconds,
         warmupIterations: 3,
         scalingFactor: .one,
         maxDuration: .seconds(3),

@@ -130,8 +130,8 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     @usableFromInline
     final func _completeOrphans() {
         let orphans: _CallbackList<Value> = _lock.withLock {
-            let callbacks = _callbacks
-            _callbacks = _CallbackList()
+            var callbacks = _CallbackList<Value>()
+            swap(&callbacks, &_callbacks)
             return callbacks
         }
         var queue = _DrainQueue()
@@ -298,18 +298,25 @@ extension CoFuture: _CoFutureNode {
 
     @inlinable
     final func _drain(into queue: inout _DrainQueue) {
+        // The batch is handed out through locals rather than an optional tuple returned from
+        // `withLock`: the compiler copies and destroys an `Optional<(_CallbackList, Result)>`
+        // through an unspecialised outlined helper, i.e. through the runtime's tuple value
+        // witnesses, which cost more than the rest of the drain.
+        var callbacks = _CallbackList<Value>()
+        var result = Result<Value, any Error>.failure(_pendingResultPlaceholder)
         while true {
-            let batch: (_CallbackList<Value>, Result<Value, any Error>)? = _lock.withLock {
+            let hasBatch: Bool = _lock.withLock {
                 guard _completed, !_callbacks.isEmpty else {
                     _draining = false
-                    return nil
+                    return false
                 }
-                let callbacks = _callbacks
-                _callbacks = _CallbackList()
-                return (callbacks, _result)
+                swap(&callbacks, &_callbacks)  // a move: no retain/release per callback
+                result = _result
+                return true
             }
-            guard let (callbacks, result) = batch else { return }
+            guard hasBatch else { return }
             callbacks.run(result, into: &queue)
+            callbacks = _CallbackList()
         }
     }
 
