@@ -100,10 +100,10 @@ struct _CallbackList<Value: Sendable>: Sendable {
     }
 
     @inlinable
-    func run(_ result: Result<Value, any Error>, into queue: inout _DrainQueue) {
-        guard let first else { return }
+    consuming func run(_ result: Result<Value, any Error>, into queue: inout _DrainQueue) {
+        guard let first = first.take() else { return }
         first.run(result, into: &queue)
-        guard let second else { return }
+        guard let second = second.take() else { return }
         second.run(result, into: &queue)
         for callback in rest {
             callback.run(result, into: &queue)

@@ -302,9 +302,9 @@ extension CoFuture: _CoFutureNode {
         // `withLock`: the compiler copies and destroys an `Optional<(_CallbackList, Result)>`
         // through an unspecialised outlined helper, i.e. through the runtime's tuple value
         // witnesses, which cost more than the rest of the drain.
-        var callbacks = _CallbackList<Value>()
         var result = Result<Value, any Error>.failure(_pendingResultPlaceholder)
         while true {
+            var callbacks = _CallbackList<Value>()
             let hasBatch: Bool = _lock.withLock {
                 guard _completed, !_callbacks.isEmpty else {
                     _draining = false
@@ -315,8 +315,7 @@ extension CoFuture: _CoFutureNode {
                 return true
             }
             guard hasBatch else { return }
-            callbacks.run(result, into: &queue)
-            callbacks = _CallbackList()
+            (consume callbacks).run(result, into: &queue)
         }
     }
 
