@@ -1,4 +1,5 @@
 import Benchmark
+import Observation
 import TaskKit
 
 // What TaskStore costs on top of the `Task` it creates, and whether that cost depends on how many
@@ -31,11 +32,29 @@ import TaskKit
         for _ in 0..<count { await store.addTask(forKey: 0) { await self.doThing() }.value }
     }
 
+    /// What a model without a store does to show a spinner: a bare `Task` that sets an
+    /// observable flag around the work (two observation-registrar mutations per run, like a read
+    /// store's start and stop).
+    func bareFlaggedRoundTrips(_ count: Int, flag: ObservableFlag) async {
+        for _ in 0..<count {
+            await Task {
+                flag.isRunning = true
+                await self.doThing()
+                flag.isRunning = false
+            }.value
+        }
+    }
+
     /// Reads the store once, as a view does: from then on every key that starts or stops goes
     /// through the observation registrar (`willSet`/`didSet`), whether or not anyone observes.
     func readStoreOnce() -> Bool {
         store.taskIsRunning(forKey: 0)
     }
+}
+
+/// The hand-rolled "is running" state of a model that has no store.
+@ModelActor @Observable final class ObservableFlag {
+    var isRunning = false
 }
 
 /// An operation that leaves the actor: a `@concurrent` closure value, the same for the store and
@@ -113,6 +132,12 @@ let benchmarks: @Sendable () -> Void = {
         benchmark in
         let model = await ModelBench()
         await model.storeRoundTrips(benchmark.scaledIterations.count)
+    }
+    Benchmark("Model: bare Task { flag; await self.doThing(); flag } + await (x1000)", configuration: perOperation) {
+        benchmark in
+        let model = await ModelBench()
+        let flag = await ObservableFlag()
+        await model.bareFlaggedRoundTrips(benchmark.scaledIterations.count, flag: flag)
     }
     Benchmark("Model: TaskStore.addTask { await self.doThing() } + await, store read (x1000)", configuration: perOperation) {
         benchmark in
