@@ -40,7 +40,7 @@ private let api = ReadmeAPI()
     func queryChanged(_ text: String) {
         tasks.addTask(forKey: .search, duplicateKeyBehavior: .cancelPrevious(wait: false)) {
             guard let found = try? await api.search(text) else { return }
-            await self.show(found)               // the operation is not isolated: hop back
+            await self.show(found)               // runs on the main actor; `await` as isolation is dynamic
         }
     }
     func show(_ found: [String]) { results = found }
