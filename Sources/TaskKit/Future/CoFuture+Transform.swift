@@ -100,7 +100,7 @@ final class _MapFuture<Upstream: Sendable, Value: Sendable>: CoFuture<Value>, @u
     init(source: CoFuture<Upstream>, transform: @escaping @Sendable (Upstream) throws -> Value) {
         self.transform = transform
         super.init(_result: nil)
-        _ = _linkUpstream(source)
+        _ = _linkUpstream(source, strongly: !(source is CoPromise<Upstream>))
     }
 
     @inlinable
@@ -126,7 +126,7 @@ final class _FlatMapFuture<Upstream: Sendable, Value: Sendable>: CoFuture<Value>
     init(source: CoFuture<Upstream>, transform: @escaping @Sendable (Upstream) throws -> CoFuture<Value>) {
         self.transform = transform
         super.init(_result: nil)
-        _ = _linkUpstream(source)
+        _ = _linkUpstream(source, strongly: !(source is CoPromise<Upstream>))
     }
 
     @inlinable
@@ -158,7 +158,7 @@ final class _RecoverFuture<Value: Sendable>: CoFuture<Value>, @unchecked Sendabl
     init(source: CoFuture<Value>, transform: Transform) {
         self.transform = transform
         super.init(_result: nil)
-        _ = _linkUpstream(source)
+        _ = _linkUpstream(source, strongly: !(source is CoPromise<Value>))
     }
 
     func _upstreamCompleted(_ result: Result<Value, any Error>, into queue: inout _DrainQueue) {

@@ -77,10 +77,21 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     final var _completed: Bool
 
     /// The future this one was derived from (or, for a `flatMap`, the inner future it waits for),
-    /// which ``cancel()`` cancels in turn. Weak, so an abandoned source is not kept alive.
-    /// Guarded by `_lock`.
+    /// which ``cancel()`` cancels in turn, when that future is a `CoPromise` or an inner future.
+    /// Weak, so an abandoned promise is not kept alive: its `deinit` is what cancels the futures
+    /// derived from it. Guarded by `_lock`.
     @usableFromInline @exclusivity(unchecked)
     final weak var _upstream: (any _CoFutureNode)?
+
+    /// The same link, held strongly, when the source is not a `CoPromise` (a derived future, or
+    /// one completed by its own task or queue). Such a source completes whenever whatever it
+    /// depends on completes or is abandoned, so the strong reference never keeps an abandoned
+    /// promise alive; while both are pending the source's callback list holds this future anyway,
+    /// so lifetimes do not change. What it saves is the weak reference's side table on the
+    /// source (an allocation, and slow-path reference counting for the source's whole life).
+    /// Cleared on completion and on cancel, and released outside the lock. Guarded by `_lock`.
+    @usableFromInline @exclusivity(unchecked)
+    final var _strongUpstream: (any _CoFutureNode)?
 
     // Inlinable so that it is specialised with the subclass and convenience initialisers:
     // unspecialised, it looks up the generic metadata of every stored field on each call.
@@ -246,13 +257,17 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     /// (push it on a drain queue). Returns whether this call completed the future.
     @inlinable
     final func _completeDeferred(_ result: Result<Value, any Error>) -> Bool {
-        _lock.withLock {
+        var upstream: (any _CoFutureNode)?
+        let completed: Bool = _lock.withLock {
             guard !_completed else { return false }
             _completed = true
             _result = result
             _draining = true
+            swap(&upstream, &_strongUpstream)
             return true
         }
+        _ = consume upstream  // released here, after the lock
+        return completed
     }
 
     /// Completes the future and runs every callback that follows from it, iteratively.
@@ -266,12 +281,21 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
 
     /// Sets the upstream link if the future is still pending; returns whether it is pending.
     @inlinable
-    final func _linkUpstream(_ upstream: any _CoFutureNode) -> Bool {
-        _lock.withLock {
+    final func _linkUpstream(_ upstream: any _CoFutureNode, strongly: Bool = false) -> Bool {
+        var replaced: (any _CoFutureNode)?
+        let linked: Bool = _lock.withLock {
             guard !_completed else { return false }
-            _upstream = upstream
+            if strongly {
+                replaced = _strongUpstream
+                _strongUpstream = upstream
+            } else {
+                swap(&replaced, &_strongUpstream)
+                _upstream = upstream
+            }
             return true
         }
+        _ = consume replaced  // released here, after the lock
+        return linked
     }
 
     /// Waits for `inner` and completes with its result (the second half of `flatMap`).
@@ -326,7 +350,8 @@ extension CoFuture: _CoFutureNode {
             _completed = true
             _result = .failure(CoFutureError.canceled)
             _draining = true
-            let upstream = _upstream
+            let upstream = _strongUpstream ?? _upstream
+            _strongUpstream = nil
             _upstream = nil
             return .some(upstream)
         }

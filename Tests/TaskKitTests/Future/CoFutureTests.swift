@@ -201,6 +201,55 @@ struct CoFutureTests {
         #expect(log.elements == ["promise observer", "derived observer"])
     }
 
+    // A derived future links to a derived source strongly and to a promise weakly (see
+    // `_strongUpstream`); these pin that neither link keeps anything alive longer than it should.
+
+    @Test func aChainOverAnAbandonedPromiseIsCancelledAndFreed() {
+        weak var weakPromise: CoPromise<Int>?
+        weak var weakMiddle: CoFuture<Int>?
+        weak var weakTail: CoFuture<Int>?
+        do {
+            var promise: CoPromise<Int>? = CoPromise<Int>()
+            var middle: CoFuture<Int>? = promise!.map { $0 + 1 }
+            var tail: CoFuture<Int>? = middle!.map { $0 + 1 }
+            weakPromise = promise
+            weakMiddle = middle
+            weakTail = tail
+            middle = nil
+            #expect(weakMiddle != nil, "the promise's callback list still holds it")
+            promise = nil
+            #expect(weakPromise == nil, "the derived futures do not keep an abandoned promise alive")
+            #expect(tail!.isCanceled)
+            tail = nil
+        }
+        #expect(weakMiddle == nil && weakTail == nil)
+    }
+
+    @Test func aCompletedDerivedFutureReleasesItsSource() {
+        let promise = CoPromise<Int>()
+        weak var weakMiddle: CoFuture<Int>?
+        var middle: CoFuture<Int>? = promise.map { $0 + 1 }
+        let tail = middle!.map { $0 + 1 }
+        weakMiddle = middle
+        middle = nil
+        #expect(weakMiddle != nil)
+        promise.success(1)
+        #expect(tail.result.map { try? $0.get() } == 3)
+        #expect(weakMiddle == nil, "nothing holds the middle future once the chain completed")
+    }
+
+    @Test func cancellingTheTailOfADerivedChainCancelsThePromiseAndFreesTheChain() {
+        let promise = CoPromise<Int>()
+        weak var weakMiddle: CoFuture<Int>?
+        var middle: CoFuture<Int>? = promise.map { $0 + 1 }
+        let tail = middle!.map { $0 + 1 }
+        weakMiddle = middle
+        middle = nil
+        tail.cancel()
+        #expect(promise.isCanceled && tail.isCanceled)
+        #expect(weakMiddle == nil)
+    }
+
     @Test func awaitingADerivedFutureOfAnAbandonedPromiseDoesNotHang() async {
         var promise: CoPromise<Int>? = CoPromise<Int>()
         let derived = promise!.map { $0 + 1 }
