@@ -225,29 +225,28 @@ struct CoFutureTests {
         #expect(weakMiddle == nil && weakTail == nil)
     }
 
-    @Test func aCompletedDerivedFutureReleasesItsSource() {
+    /// `promise.map { $0 + 1 }.map { $0 + 1 }` with only the promise and the tail held by the
+    /// caller; `middleIsAlive` tells whether the middle future still exists.
+    func chainWithUnheldMiddle() -> (promise: CoPromise<Int>, tail: CoFuture<Int>, middleIsAlive: () -> Bool) {
         let promise = CoPromise<Int>()
-        weak var weakMiddle: CoFuture<Int>?
-        var middle: CoFuture<Int>? = promise.map { $0 + 1 }
-        let tail = middle!.map { $0 + 1 }
-        weakMiddle = middle
-        middle = nil
-        #expect(weakMiddle != nil)
+        let middle = promise.map { $0 + 1 }
+        let tail = middle.map { $0 + 1 }
+        return (promise, tail, { [weak middle] in middle != nil })
+    }
+
+    @Test func aCompletedDerivedFutureReleasesItsSource() {
+        let (promise, tail, middleIsAlive) = chainWithUnheldMiddle()
+        #expect(middleIsAlive())
         promise.success(1)
         #expect(tail.result.map { try? $0.get() } == 3)
-        #expect(weakMiddle == nil, "nothing holds the middle future once the chain completed")
+        #expect(!middleIsAlive(), "nothing holds the middle future once the chain completed")
     }
 
     @Test func cancellingTheTailOfADerivedChainCancelsThePromiseAndFreesTheChain() {
-        let promise = CoPromise<Int>()
-        weak var weakMiddle: CoFuture<Int>?
-        var middle: CoFuture<Int>? = promise.map { $0 + 1 }
-        let tail = middle!.map { $0 + 1 }
-        weakMiddle = middle
-        middle = nil
+        let (promise, tail, middleIsAlive) = chainWithUnheldMiddle()
         tail.cancel()
         #expect(promise.isCanceled && tail.isCanceled)
-        #expect(weakMiddle == nil)
+        #expect(!middleIsAlive())
     }
 
     @Test func awaitingADerivedFutureOfAnAbandonedPromiseDoesNotHang() async {
