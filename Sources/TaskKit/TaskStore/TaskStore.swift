@@ -73,7 +73,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
     /// and every task it starts retains the actor until it finishes.
     @ObservationIgnored private unowned var ownerActor: (any Actor)?
     /// `\.runningKeys`, created once. The observation calls run as unspecialised generic code
-    /// (`observeRunningKeys`, `mutateRunningKeys`), where a key-path literal is instantiated at run
+    /// (`observeRunningKeys`, `notifyingMutation`), where a key-path literal is instantiated at run
     /// time on every evaluation (an allocation and a metadata lookup); measured at ~2.5 µs per
     /// `taskIsRunning(forKey:)` before this cache.
     @ObservationIgnored @usableFromInline let runningKeysPath: KeyPath<TaskStore<Key>, Set<Key>> = \.runningKeys
@@ -323,6 +323,8 @@ public final class TaskStore<Key: Hashable & Sendable> {
         if isObserved { notifyingMutation(body) } else { body() }
     }
 
+    /// `body` inside the registrar's `willSet`/`didSet` for ``runningKeys`` (the macro's
+    /// `withMutation` is internal, so inlinable code calls it through this).
     @usableFromInline
     func notifyingMutation(_ body: () -> Void) {
         withMutation(keyPath: runningKeysPath, body)
