@@ -33,8 +33,9 @@ import Dispatch
 ///   cancelled in turn, because the cancellation error flows down to them.
 /// - **Nothing waits forever.** A pending future that is deallocated (typically a ``CoPromise``
 ///   dropped by its producer) completes its observers with ``CoFutureError/canceled``.
-///   A derived future refers to its source weakly, so holding a derived future does not keep an
-///   abandoned promise alive.
+///   A derived future refers to a promise weakly, so holding a derived future does not keep an
+///   abandoned promise alive. (Any other source it holds strongly until it completes: such a
+///   source completes whenever what it depends on completes or is abandoned.)
 /// - **No recursion.** Completing a chain of any length, or a future with any number of
 ///   observers, runs iteratively: a chain of 100,000 `map`s does not grow the stack.
 ///

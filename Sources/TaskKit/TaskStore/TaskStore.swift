@@ -51,16 +51,7 @@ import Synchronization
 public final class TaskStore<Key: Hashable & Sendable> {
     @usableFromInline typealias Machine = TaskStoreStateMachine<Key, any TaskStoreHandle>
 
-    // `machine` and `isObserved` are `@exclusivity(unchecked)`: Swift's dynamic exclusivity check
-    // on class properties costs a thread-local access-set insert and removal per access (measured
-    // at 6% of an `addTask` round trip's instructions). Skipping it is sound because (1) every
-    // access runs on the owning actor's executor (`checkOwner` traps otherwise for changes,
-    // `checkRead` for reads once bound, and the store is not `Sendable`), so two threads never
-    // access them at once; and (2) on that thread no access overlaps another: each one is a single
-    // call into the state machine (a value type that runs no user code) or a copy out of it. User
-    // code that the store triggers (task cancellation handlers, observation `willSet`/`didSet`
-    // handlers) runs only between those accesses, never inside one.
-    @ObservationIgnored @usableFromInline @exclusivity(unchecked) var machine = Machine()
+    @ObservationIgnored @usableFromInline var machine = Machine()
     @ObservationIgnored @usableFromInline let logger: Logger
     /// The actor this store belongs to, as an `ObjectIdentifier` bit pattern; 0 while unbound.
     @ObservationIgnored @usableFromInline let ownerID = Atomic<UInt>(0)
@@ -82,7 +73,11 @@ public final class TaskStore<Key: Hashable & Sendable> {
     /// call `access(keyPath:)`), so starting and stopping a key skip the registrar's `willSet` and
     /// `didSet` (two lock round trips and a key-path lookup each). Set once, never cleared: after
     /// the first read every change notifies, as `@Observable` properties always do. Touched only
-    /// on the owning actor, like `machine`.
+    /// on the owning actor, like `machine`. `@exclusivity(unchecked)`: every access is a single
+    /// load or store of a `Bool` that runs no other code, so no two accesses can overlap, and all
+    /// of them happen on the owning actor. (`machine` keeps its dynamic exclusivity check: the
+    /// user's `Key.hash(into:)` and `==` run inside its accesses, so a key whose hashing read the
+    /// store would overlap one, and the check turns that into a trap instead of a memory error.)
     @ObservationIgnored @usableFromInline @exclusivity(unchecked) var isObserved = false
 
     /// Creates an empty store.
@@ -111,8 +106,13 @@ public final class TaskStore<Key: Hashable & Sendable> {
     /// - `operation` is `nonisolated(nonsending)`: it runs on the store's actor, like the body of
     ///   a `Task { … }` written in the same place, and leaves it only for code isolated elsewhere.
     ///   A closure such as `{ await self.search(query) }` in a `@MainActor` model therefore never
-    ///   hops. For CPU-heavy work that must not block the actor, call a `@concurrent` function
-    ///   from the operation (or pass one).
+    ///   hops; its synchronous stretches take turns on the actor (also under
+    ///   ``TaskStoreDuplicateKeyBehavior/runConcurrently``, where tasks interleave at their
+    ///   suspension points). For CPU-heavy work that must not block the actor, call a
+    ///   `@concurrent` function from the operation. A function *value* passed as the operation
+    ///   keeps its own isolation: a `@Sendable () async -> Void` value or a nonisolated `async`
+    ///   function is `@concurrent` unless the module enables `NonisolatedNonsendingByDefault`, so
+    ///   it runs off the actor (and the task hops back to finish).
     /// - With ``TaskStoreDuplicateKeyBehavior/preferPrevious-type.property`` and a running task, nothing starts
     ///   and the newest running task under the key is returned. If that task was started by the
     ///   value-returning overload, the returned `Task<Void, Never>` is a small wrapper that waits
@@ -160,10 +160,9 @@ public final class TaskStore<Key: Hashable & Sendable> {
                 await operation()
                 self.taskFinished(key: key, id: id)
             }
-            mutateRunningKeys { machine.commitFirst(key: key, id: id, handle: task) }
+            commitFirst(key: key, id: id, handle: task)
             return task
         case .startNew(let id, let previous, let cancelPrevious, let waitForPrevious):
-            if cancelPrevious { previous.forEachHandle { $0.cancel() } }
             let awaited = waitForPrevious ? previous : nil
             // Isolated to the store's actor, as above.
             let task = Task(priority: priority) {
@@ -173,6 +172,9 @@ public final class TaskStore<Key: Hashable & Sendable> {
                 self.taskFinished(key: key, id: id)
             }
             machine.commitAdd(key: key, id: id, handle: task, behavior: duplicateKeyBehavior)
+            // After the commit: cancelling runs the previous tasks' cancellation handlers, which
+            // may re-enter the store; they then find the new task recorded.
+            if cancelPrevious { previous.forEachHandle { $0.cancel() } }
             return task
         }
     }
@@ -224,10 +226,9 @@ public final class TaskStore<Key: Hashable & Sendable> {
                 defer { self.taskFinished(key: key, id: id) }
                 return try await operation()
             }
-            mutateRunningKeys { machine.commitFirst(key: key, id: id, handle: task) }
+            commitFirst(key: key, id: id, handle: task)
             return task
         case .startNew(let id, let previous, let cancelPrevious, let waitForPrevious):
-            if cancelPrevious { previous.forEachHandle { $0.cancel() } }
             let awaited = waitForPrevious ? previous : nil
             let task = Task(priority: priority) { () async throws -> Success in
                 _ = isolation
@@ -236,6 +237,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
                 return try await operation()
             }
             machine.commitAdd(key: key, id: id, handle: task, behavior: duplicateKeyBehavior)
+            if cancelPrevious { previous.forEachHandle { $0.cancel() } }  // after the commit, as above
             return task
         }
     }
@@ -316,11 +318,15 @@ public final class TaskStore<Key: Hashable & Sendable> {
         access(keyPath: runningKeysPath)
     }
 
-    /// Runs `body`, which starts or stops a key, as an observable mutation of ``runningKeys`` (a
-    /// plain call while nothing has read the store: see `isObserved`).
+    /// Records the first task of a key that was not running: the key starts running, observably
+    /// once anything has read the store.
     @inlinable
-    func mutateRunningKeys(_ body: () -> Void) {
-        if isObserved { notifyingMutation(body) } else { body() }
+    func commitFirst(key: Key, id: UInt64, handle: any TaskStoreHandle) {
+        if isObserved {
+            notifyingMutation { machine.commitFirst(key: key, id: id, handle: handle) }
+        } else {
+            machine.commitFirst(key: key, id: id, handle: handle)
+        }
     }
 
     /// `body` inside the registrar's `willSet`/`didSet` for ``runningKeys`` (the macro's
@@ -344,8 +350,13 @@ public final class TaskStore<Key: Hashable & Sendable> {
     /// Runs on the store's actor when a task it started finishes.
     @inlinable
     func taskFinished(key: Key, id: UInt64) {
+        guard isObserved else {
+            // Nobody can be observing: finish and remove a stopped key in one access and lookup.
+            machine.finish(key: key, id: id, removingStoppedKey: true)
+            return
+        }
         if machine.finish(key: key, id: id) == .stopKey {
-            mutateRunningKeys {
+            notifyingMutation {
                 machine.removeKey(key)
             }
         }

@@ -111,10 +111,18 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
         )
     }
 
-    /// Records the task created for a `.startFirst` decision: the key starts running (observers
-    /// must be told).
+    /// Records the task created for a `.startFirst` decision: the key starts running.
+    ///
+    /// If anything was added since `prepareAdd` handed out `id` (an observer's `willSet` handler,
+    /// which runs just before the store commits, re-entered the store: `lastID` moved on), the
+    /// key may already have an entry, and both tasks stay tracked, as with `.runConcurrently`,
+    /// rather than one being lost.
     @inlinable
     mutating func commitFirst(key: Key, id: UInt64, handle: Handle) {
+        guard lastID == id else {
+            commitAdd(key: key, id: id, handle: handle, behavior: .runConcurrently)
+            return
+        }
         entries[key] = Tasks(newest: Slot(id: id, handle: handle))
     }
 
@@ -123,8 +131,8 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
     mutating func commitAdd(key: Key, id: UInt64, handle: Handle, behavior: TaskStoreDuplicateKeyBehavior) {
         let slot = Slot(id: id, handle: handle)
         guard let index = entries.index(forKey: key) else {
-            // Unreachable through the store (nothing runs between `prepareAdd` and this call);
-            // recorded as a new entry rather than lost.
+            // Unreachable through the store (only the `Task` is created between `prepareAdd` and
+            // this call); recorded as a new entry rather than lost.
             entries[key] = Tasks(newest: slot)
             return
         }
@@ -139,13 +147,19 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
         }
     }
 
-    /// A task finished. Removes its slot if it is still tracked; reports `.stopKey` (without
-    /// removing the entry) when it is the last task of its key.
+    /// A task finished. Removes its slot if it is still tracked; reports `.stopKey` when it is the
+    /// last task of its key. The entry of a stopped key is removed too if `removingStoppedKey`
+    /// (the store passes `true` when nobody observes it); otherwise it stays until `removeKey`, so
+    /// the store can remove it inside its observation mutation.
     @inlinable
-    mutating func finish(key: Key, id: UInt64) -> FinishAction {
+    @discardableResult
+    mutating func finish(key: Key, id: UInt64, removingStoppedKey: Bool = false) -> FinishAction {
         guard let index = entries.index(forKey: key) else { return .none }
         if entries.values[index].newest.id == id {
-            guard let promoted = entries.values[index].older.popLast() else { return .stopKey }
+            guard let promoted = entries.values[index].older.popLast() else {
+                if removingStoppedKey { entries.remove(at: index) }
+                return .stopKey
+            }
             entries.values[index].newest = promoted
         } else if let position = entries.values[index].older.firstIndex(where: { $0.id == id }) {
             entries.values[index].older.remove(at: position)

@@ -79,6 +79,28 @@ import Testing
         #expect(!machine.isRunning("k"))
     }
 
+    @Test func aFirstCommitAfterAReentrantAddKeepsBothTasks() {
+        var machine = Machine()
+        guard case .startFirst(let outer) = machine.prepareAdd(key: "k", behavior: .cancelPrevious(wait: false)) else {
+            Issue.record("expected .startFirst")
+            return
+        }
+        // Re-entrant add under the same key before the outer commit (an observer's handler).
+        start(&machine, "k", "inner", .cancelPrevious(wait: false))
+        machine.commitFirst(key: "k", id: outer, handle: "outer")
+        #expect(machine.tasks(forKey: "k")?.handles.sorted() == ["inner", "outer"])
+    }
+
+    @Test func finishingCanRemoveAStoppedKeyInTheSameStep() {
+        var machine = Machine()
+        let a = start(&machine, "k", "A", .runConcurrently)
+        let b = start(&machine, "k", "B", .runConcurrently)
+        #expect(machine.finish(key: "k", id: b, removingStoppedKey: true) == .none)
+        #expect(machine.tasks(forKey: "k")?.handles == ["A"], "a key that keeps running keeps its entry")
+        #expect(machine.finish(key: "k", id: a, removingStoppedKey: true) == .stopKey)
+        #expect(!machine.isRunning("k"))
+    }
+
     @Test func runConcurrentlyTracksEveryTaskUntilTheLastFinishes() {
         var machine = Machine()
         let a = start(&machine, "k", "A", .runConcurrently)

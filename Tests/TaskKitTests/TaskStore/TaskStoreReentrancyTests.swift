@@ -1,0 +1,92 @@
+import Observation
+import Testing
+import TaskKit
+
+/// Holds a main-actor store for handlers that reach it synchronously through
+/// `MainActor.assumeIsolated` (cancellation and observation handlers run on the caller's thread).
+@MainActor final class ReentrantStoreHolder {
+    let store = TaskStore<Int>()
+    /// Set by a handler when it re-enters, so it does so once: the registrar calls a tracking
+    /// handler again if the handler's own change notifies before the tracking is cancelled.
+    var reentered = false
+}
+
+/// User code that the store runs synchronously in the middle of `addTask` (a previous task's
+/// cancellation handler, an observer's `willSet` handler) and that calls back into the store.
+/// Contrived, but nothing it adds may be lost from tracking.
+@MainActor
+@Suite struct TaskStoreReentrancyTests {
+    @Test(.timeLimit(.minutes(1)))
+    func aTaskAddedFromAPreviousTasksCancellationHandlerStaysTracked() async {
+        let holder = ReentrantStoreHolder()
+        let started = Gate(), release = Gate(), reentrantRelease = Gate()
+        let first = holder.store.addTask(forKey: 1) {
+            await withTaskCancellationHandler {
+                started.open()
+                await release.wait()
+            } onCancel: {
+                // Runs inside the next `addTask`, which cancels this task.
+                MainActor.assumeIsolated {
+                    _ = holder.store.addTask(forKey: 1, duplicateKeyBehavior: .runConcurrently) {
+                        await reentrantRelease.wait()
+                    }
+                }
+            }
+        }
+        await started.wait()
+        let second = holder.store.addTask(forKey: 1) {}  // cancels `first`
+        release.open()
+        await first.value
+        await second.value
+        #expect(holder.store.taskIsRunning(forKey: 1), "the task added from the handler still runs")
+        reentrantRelease.open()
+        while holder.store.taskIsRunning(forKey: 1) { await Task.yield() }
+        #expect(holder.store.runningKeys.isEmpty)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aTaskAddedFromAnObserversChangeHandlerStaysTracked() async {
+        let holder = ReentrantStoreHolder()
+        let outerRelease = Gate(), reentrantRelease = Gate()
+        withObservationTracking {
+            _ = holder.store.taskIsRunning(forKey: 1)
+        } onChange: {
+            // `willSet`: runs inside `addTask`, just before the key is recorded as running.
+            MainActor.assumeIsolated {
+                guard !holder.reentered else { return }
+                holder.reentered = true
+                _ = holder.store.addTask(forKey: 1) { await reentrantRelease.wait() }
+            }
+        }
+        let outer = holder.store.addTask(forKey: 1) { await outerRelease.wait() }
+        outerRelease.open()
+        await outer.value
+        #expect(holder.store.taskIsRunning(forKey: 1), "the task added from the handler still runs")
+        reentrantRelease.open()
+        while holder.store.taskIsRunning(forKey: 1) { await Task.yield() }
+        #expect(holder.store.runningKeys.isEmpty)
+    }
+
+    @Test func aKeyWhoseHashingReadsTheStoreTrapsInsteadOfCorruptingIt() async {
+        // `Key.hash(into:)` runs inside the store's table accesses; Swift's exclusivity check on
+        // that table (kept on purpose) turns the overlapping read into a trap.
+        await #expect(processExitsWith: .failure) {
+            await MainActor.run {
+                let store = TaskStore<StoreReadingKey>()
+                StoreReadingKey.store = store
+                store.addTask(forKey: StoreReadingKey(id: 1)) {}
+            }
+        }
+    }
+}
+
+/// A pathological key: hashing it reads the store it is a key of.
+struct StoreReadingKey: Hashable, Sendable {
+    @MainActor static var store: TaskStore<StoreReadingKey>?
+    var id: Int
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(id)
+        MainActor.assumeIsolated { _ = Self.store?.runningKeys }
+    }
+}
