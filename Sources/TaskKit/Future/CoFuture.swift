@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 /// A result that will be provided later: thread-safe, chainable and cancellable.
 ///
@@ -41,24 +42,29 @@ import Dispatch
 ///
 /// `CoFuture` is `Hashable` by identity.
 public class CoFuture<Value: Sendable>: @unchecked Sendable {
-    // @unchecked Sendable is sound: every stored `var` below is read and written only while
-    // `_lock` is held (the only exception is `deinit`, which also takes the lock so that
-    // ThreadSanitizer sees the ordering). `_lock` is an `Atomic`-based lock with acquire/release
-    // ordering (see FutureLock.swift), which publishes each write to the next holder.
+    // @unchecked Sendable is sound: every stored `var` below is written only while `_lock` is
+    // held, and read either under the lock or, for `_result` alone, after an acquiring load of
+    // `_state` has seen the completed bit (see `_state`). `_lock` is an `Atomic`-based lock with
+    // acquire/release ordering (see FutureLock.swift), which publishes each write to the next
+    // holder.
 
     @usableFromInline
     final let _lock = FutureLock()
 
     // The mutable fields below are `@exclusivity(unchecked)`: Swift's dynamic exclusivity check
     // on class properties costs a thread-local access-set insert per access (about a sixth of
-    // the seed workload's instructions). It is sound to skip it because every access happens
+    // the seed workload's instructions). It is sound to skip it because every write happens
     // inside `_lock.withLock`, whose closures never re-enter the future (they only load, store
-    // or append; no user code runs under the lock), so two accesses to one field never overlap.
+    // or append; no user code runs under the lock), so two accesses to one field never overlap;
+    // the one lock-free access, reading `_result` after its completed bit was seen, reads a value
+    // that is never written again.
 
-    /// The result, meaningful only once `_completed` is set (until then a placeholder).
-    /// Not an `Optional`: `deinit` runs unspecialised and must look up the metadata of every
-    /// generic field it destroys; `Result<Value, any Error>?` costs two lookups per future,
-    /// `Result<Value, any Error>` one. Guarded by `_lock`.
+    /// The result, meaningful only once the completed bit of `_state` is set (until then a
+    /// placeholder). Not an `Optional`: `deinit` runs unspecialised and must look up the metadata
+    /// of every generic field it destroys; `Result<Value, any Error>?` costs two lookups per
+    /// future, `Result<Value, any Error>` one. Written under `_lock`, only while the future is
+    /// pending, and before the completed bit is published: once a reader has seen that bit with
+    /// an acquiring load it may read `_result` without the lock, since it never changes again.
     @usableFromInline @exclusivity(unchecked)
     final var _result: Result<Value, any Error>
 
@@ -66,16 +72,16 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked)
     final var _callbacks = _CallbackList<Value>()
 
-    /// True from completion until every callback registered so far has run. While it is set,
-    /// new callbacks queue behind the pending ones, which keeps registration order.
-    /// Guarded by `_lock`.
-    @usableFromInline @exclusivity(unchecked)
-    final var _draining = false
-
-    /// Whether `_result` holds the result. A plain `Bool`, so `deinit` (always TaskKit's
-    /// unspecialised code) reads it without generic metadata. Guarded by `_lock`.
-    @usableFromInline @exclusivity(unchecked)
-    final var _completed: Bool
+    /// Two bits (`_StateBits`): *completed*, whether `_result` holds the result, and *draining*,
+    /// true from completion until every callback registered so far has run (while it is set, new
+    /// callbacks queue behind the pending ones, which keeps registration order). Changed only
+    /// under `_lock`, always by a releasing store that comes after every other write of that
+    /// critical section; so the hot read-only checks (`_settledResult`, `_isCompleted`, `result`,
+    /// `deinit`) skip the lock with an acquiring load and still see everything written before
+    /// the bit they test (ThreadSanitizer understands both sides). Not generic, so `deinit`
+    /// (TaskKit's unspecialised code) reads it without generic metadata.
+    @usableFromInline
+    final let _state: Atomic<UInt8>
 
     /// The future this one was derived from (or, for a `flatMap`, the inner future it waits for),
     /// which ``cancel()`` cancels in turn, when that future is a `CoPromise` or an inner future.
@@ -100,10 +106,10 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     init(_result result: Result<Value, any Error>?) {
         if let result {
             _result = result
-            _completed = true
+            _state = Atomic(_StateBits.completed)
         } else {
             _result = .failure(_pendingResultPlaceholder)  // never observed; allocates nothing
-            _completed = false
+            _state = Atomic(0)
         }
     }
 
@@ -134,7 +140,9 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     deinit {
         // Nobody else can reach this future any more; complete whoever still waits on it.
         // Fast path without generic metadata: a completed future has nothing left to do.
-        if _lock.withLock({ _completed }) { return }
+        // (Every write to this future's fields precedes the releasing store of `_state` that
+        // the acquiring load sees, so the fields' destruction below is ordered after them.)
+        if _state.load(ordering: .acquiring) & _StateBits.completed != 0 { return }
         _completeOrphans()
     }
 
@@ -156,7 +164,7 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     /// The result, or `nil` while the future is pending.
     @inlinable
     public final var result: Result<Value, any Error>? {
-        _lock.withLock { _completed ? _result : nil }
+        _state.load(ordering: .acquiring) & _StateBits.completed != 0 ? _result : nil
     }
 
     /// Whether the future completed with ``CoFutureError/canceled``.
@@ -225,20 +233,20 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     /// Work that would be a callback may then run at once without breaking registration order.
     @inlinable
     final func _settledResult() -> Result<Value, any Error>? {
-        _lock.withLock { _completed && !_draining ? _result : nil }
+        _state.load(ordering: .acquiring) == _StateBits.completed ? _result : nil
     }
 
     /// Whether a result is set (even if callbacks are still being drained).
     @inlinable
     final var _isCompleted: Bool {
-        _lock.withLock { _completed }
+        _state.load(ordering: .acquiring) & _StateBits.completed != 0
     }
 
     /// Registers `callback`, or runs it at once (queueing any follow-up work on `queue`).
     @inlinable
     final func _add(_ callback: _Callback<Value>, into queue: inout _DrainQueue) {
         let result: Result<Value, any Error>? = _lock.withLock {
-            if _completed && !_draining { return _result }
+            if _state.load(ordering: .relaxed) == _StateBits.completed { return _result }
             _callbacks.append(callback)
             return nil
         }
@@ -260,11 +268,10 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     final func _completeDeferred(_ result: Result<Value, any Error>) -> Bool {
         var upstream: (any _CoFutureNode)?
         let completed: Bool = _lock.withLock {
-            guard !_completed else { return false }
-            _completed = true
+            guard _state.load(ordering: .relaxed) & _StateBits.completed == 0 else { return false }
             _result = result
-            _draining = true
             swap(&upstream, &_strongUpstream)
+            _state.store(_StateBits.completed | _StateBits.draining, ordering: .releasing)  // last
             return true
         }
         _ = consume upstream  // released here, after the lock
@@ -285,7 +292,7 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     final func _linkUpstream(_ upstream: any _CoFutureNode, strongly: Bool = false) -> Bool {
         var replaced: (any _CoFutureNode)?
         let linked: Bool = _lock.withLock {
-            guard !_completed else { return false }
+            guard _state.load(ordering: .relaxed) & _StateBits.completed == 0 else { return false }
             if strongly {
                 replaced = _strongUpstream
                 _strongUpstream = upstream
@@ -331,8 +338,8 @@ extension CoFuture: _CoFutureNode {
         while true {
             var callbacks = _CallbackList<Value>()
             let hasBatch: Bool = _lock.withLock {
-                guard _completed, !_callbacks.isEmpty else {
-                    _draining = false
+                guard _state.load(ordering: .relaxed) & _StateBits.completed != 0, !_callbacks.isEmpty else {
+                    _state.store(_state.load(ordering: .relaxed) & ~_StateBits.draining, ordering: .releasing)
                     return false
                 }
                 swap(&callbacks, &_callbacks)  // a move: no retain/release per callback
@@ -347,13 +354,12 @@ extension CoFuture: _CoFutureNode {
     @inlinable
     final func _cancelReturningUpstream() -> (any _CoFutureNode)? {
         let upstream: (any _CoFutureNode)?? = _lock.withLock {
-            guard !_completed else { return .none }
-            _completed = true
+            guard _state.load(ordering: .relaxed) & _StateBits.completed == 0 else { return .none }
             _result = .failure(CoFutureError.canceled)
-            _draining = true
             let upstream = _strongUpstream ?? _upstream
             _strongUpstream = nil
             _upstream = nil
+            _state.store(_StateBits.completed | _StateBits.draining, ordering: .releasing)  // last
             return .some(upstream)
         }
         guard case .some(let next) = upstream else { return nil }
@@ -430,6 +436,13 @@ extension CoFuture {
 /// What a pending future's `_result` holds until it completes. One shared error box: converting
 /// `CoFutureError.canceled` to `any Error` in every initialiser would allocate a box per pending
 /// future (measured: 3 of the seed workload's 11 allocations per iteration).
+/// The bits of `CoFuture._state`.
+@usableFromInline
+enum _StateBits {
+    @inlinable static var completed: UInt8 { 1 }
+    @inlinable static var draining: UInt8 { 2 }
+}
+
 @usableFromInline
 let _pendingResultPlaceholder: any Error = CoFutureError.canceled
 
