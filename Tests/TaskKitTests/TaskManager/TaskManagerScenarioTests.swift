@@ -58,6 +58,9 @@ import TaskKitTestSupport
         await tmEventually("all failures joined the refresh") {
             manager.inspect { $0.reactionTasks(of: 0).count } == 20
         }
+        // The reactor's `execute` starts on its own task: joining the reaction (above) can come
+        // first. Wait for it to start, then check that it is the only one.
+        await tmEventually("the refresh started") { refresher.runs.count >= 1 }
         #expect(refresher.runs.count == 1)
         #expect(manager.inspect { $0.isSuspended })
         // Requests added during the refresh wait (suspendsTaskQueue) and are not executed yet.
