@@ -131,8 +131,9 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
     mutating func commitAdd(key: Key, id: UInt64, handle: Handle, behavior: TaskStoreDuplicateKeyBehavior) {
         let slot = Slot(id: id, handle: handle)
         guard let index = entries.index(forKey: key) else {
-            // Unreachable through the store (only the `Task` is created between `prepareAdd` and
-            // this call); recorded as a new entry rather than lost.
+            // A `.startNew` commit always finds its key (only the `Task` is created between
+            // `prepareAdd` and this call); `commitFirst` lands here when a re-entrant add moved
+            // `lastID` on under another key. Either way the task is recorded, not lost.
             entries[key] = Tasks(newest: slot)
             return
         }
