@@ -41,12 +41,12 @@ import Synchronization
 ///   observers, runs iteratively: a chain of 100,000 `map`s does not grow the stack.
 ///
 /// `CoFuture` is `Hashable` by identity.
-public class CoFuture<Value: Sendable>: @unchecked Sendable {
-    // @unchecked Sendable is sound: every stored `var` below is written only while `_lock` is
-    // held, and read either under the lock or, for `_result` alone, after an acquiring load of
-    // `_state` has seen the completed bit (see `_state`). `_lock` is an `Atomic`-based lock with
-    // acquire/release ordering (see FutureLock.swift), which publishes each write to the next
-    // holder.
+public class CoFuture<Value: Sendable>: _CoFutureStorage<Result<Value, any Error>?>, @unchecked Sendable {
+    // @unchecked Sendable is sound: every stored `var` below, and the inherited `_result`, is
+    // written only while `_lock` is held, and read either under the lock or, for `_result`
+    // alone, after an acquiring load of `_state` has seen the completed bit (see `_state`).
+    // `_lock` is an `Atomic`-based lock with acquire/release ordering (see FutureLock.swift),
+    // which publishes each write to the next holder.
 
     @usableFromInline
     final let _lock = FutureLock()
@@ -58,15 +58,6 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     // or append; no user code runs under the lock), so two accesses to one field never overlap;
     // the one lock-free access, reading `_result` after its completed bit was seen, reads a value
     // that is never written again.
-
-    /// The result, meaningful only once the completed bit of `_state` is set (until then a
-    /// placeholder). Not an `Optional`: `deinit` runs unspecialised and must look up the metadata
-    /// of every generic field it destroys; `Result<Value, any Error>?` costs two lookups per
-    /// future, `Result<Value, any Error>` one. Written under `_lock`, only while the future is
-    /// pending, and before the completed bit is published: once a reader has seen that bit with
-    /// an acquiring load it may read `_result` without the lock, since it never changes again.
-    @usableFromInline @exclusivity(unchecked)
-    final var _result: Result<Value, any Error>
 
     /// Callbacks waiting for the result, in registration order. Guarded by `_lock`.
     @usableFromInline @exclusivity(unchecked)
@@ -104,13 +95,8 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     // unspecialised, it looks up the generic metadata of every stored field on each call.
     @inlinable
     init(_result result: Result<Value, any Error>?) {
-        if let result {
-            _result = result
-            _state = Atomic(_StateBits.completed)
-        } else {
-            _result = .failure(_pendingResultPlaceholder)  // never observed; allocates nothing
-            _state = Atomic(0)
-        }
+        _state = Atomic(result == nil ? 0 : _StateBits.completed)
+        super.init(_storing: result)
     }
 
     /// Creates a future that is already completed with `result`.
@@ -334,7 +320,7 @@ extension CoFuture: _CoFutureNode {
         // `withLock`: the compiler copies and destroys an `Optional<(_CallbackList, Result)>`
         // through an unspecialised outlined helper, i.e. through the runtime's tuple value
         // witnesses, which cost more than the rest of the drain.
-        var result = Result<Value, any Error>.failure(_pendingResultPlaceholder)
+        var result: Result<Value, any Error>?
         while true {
             var callbacks = _CallbackList<Value>()
             let hasBatch: Bool = _lock.withLock {
@@ -347,7 +333,7 @@ extension CoFuture: _CoFutureNode {
                 return true
             }
             guard hasBatch else { return }
-            (consume callbacks).run(result, into: &queue)
+            (consume callbacks).run(result.unsafelyUnwrapped, into: &queue)
         }
     }
 
@@ -433,18 +419,12 @@ extension CoFuture {
     }
 }
 
-/// What a pending future's `_result` holds until it completes. One shared error box: converting
-/// `CoFutureError.canceled` to `any Error` in every initialiser would allocate a box per pending
-/// future (measured: 3 of the seed workload's 11 allocations per iteration).
 /// The bits of `CoFuture._state`.
 @usableFromInline
 enum _StateBits {
     @inlinable static var completed: UInt8 { 1 }
     @inlinable static var draining: UInt8 { 2 }
 }
-
-@usableFromInline
-let _pendingResultPlaceholder: any Error = CoFutureError.canceled
 
 extension Error {
     /// Whether this error is ``CoFutureError/canceled``.
