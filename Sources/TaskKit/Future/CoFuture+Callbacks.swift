@@ -77,12 +77,15 @@ enum _Callback<Value: Sendable>: Sendable {
     }
 }
 
-/// A future's callbacks in registration order. The first two are stored inline, so a future
-/// with up to two observers allocates nothing for them.
+/// A future's callbacks in registration order. The first three are stored inline, so a future
+/// with up to three observers (or derived futures) allocates nothing for them. (A third slot
+/// made no difference in instructions against the array it replaces in the seed workload, and
+/// saved that array's allocation: 7 to 6 allocations per iteration, 1–2% of the time.)
 @usableFromInline
 struct _CallbackList<Value: Sendable>: Sendable {
     @usableFromInline var first: _Callback<Value>?
     @usableFromInline var second: _Callback<Value>?
+    @usableFromInline var third: _Callback<Value>?
     @usableFromInline var rest: [_Callback<Value>] = []
 
     @inlinable init() {}
@@ -94,6 +97,8 @@ struct _CallbackList<Value: Sendable>: Sendable {
             first = callback
         } else if second == nil {
             second = callback
+        } else if third == nil {
+            third = callback
         } else {
             rest.append(callback)
         }
@@ -105,6 +110,8 @@ struct _CallbackList<Value: Sendable>: Sendable {
         first.run(result, into: &queue)
         guard let second = second.take() else { return }
         second.run(result, into: &queue)
+        guard let third = third.take() else { return }
+        third.run(result, into: &queue)
         for callback in rest {
             callback.run(result, into: &queue)
         }

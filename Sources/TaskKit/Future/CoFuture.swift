@@ -228,24 +228,33 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Result<Value, any Error
         _state.load(ordering: .acquiring) & _StateBits.completed != 0
     }
 
-    /// Registers `callback`, or runs it at once (queueing any follow-up work on `queue`).
+    /// Appends `callback` unless the future is settled; returns the result it must then run
+    /// with at once.
     @inlinable
-    final func _add(_ callback: _Callback<Value>, into queue: inout _DrainQueue) {
-        let result: Result<Value, any Error>? = _lock.withLock {
+    final func _appendUnlessSettled(_ callback: _Callback<Value>) -> Result<Value, any Error>? {
+        _lock.withLock {
             if _state.load(ordering: .relaxed) == _StateBits.completed { return _result }
             _callbacks.append(callback)
             return nil
         }
-        if let result {
+    }
+
+    /// Registers `callback`, or runs it at once (queueing any follow-up work on `queue`).
+    @inlinable
+    final func _add(_ callback: _Callback<Value>, into queue: inout _DrainQueue) {
+        if let result = _appendUnlessSettled(callback) {
             callback.run(result, into: &queue)
         }
     }
 
     @inlinable
     final func _add(_ callback: _Callback<Value>) {
-        var queue = _DrainQueue()
-        _add(callback, into: &queue)
-        queue.drainAll()
+        if let result = _appendUnlessSettled(callback) {
+            // Only now is a drain queue needed (creating and destroying one costs a release).
+            var queue = _DrainQueue()
+            callback.run(result, into: &queue)
+            queue.drainAll()
+        }
     }
 
     /// Sets the result if none is set yet. On success the caller must drain this future
