@@ -88,18 +88,43 @@ extension CoFuture {
 }
 
 // The derived futures below restate CoFuture's `@unchecked Sendable`: their own stored
-// properties are immutable `let`s of Sendable types; the inherited mutable state is guarded
-// by the base class's lock as documented on CoFuture.
+// properties are immutable `let`s of Sendable types, or (`_weakUpstream`) guarded by the base
+// class's lock like the inherited mutable state, as documented on CoFuture.
+
+/// A future derived from another one: the only kind, with ``CoPromise``, that can hold its
+/// upstream link weakly (see CoFuture's fields).
+@usableFromInline
+class _DerivedFuture<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
+    /// The weak upstream link; guarded by `_lock`.
+    @usableFromInline @exclusivity(unchecked)
+    final weak var _weakUpstream: (any _CoFutureNode)?
+
+    @inlinable
+    init() {
+        super.init(_result: nil)
+    }
+
+    @usableFromInline
+    override func _storeWeakUpstream(_ upstream: any _CoFutureNode) {
+        _weakUpstream = upstream
+    }
+
+    @usableFromInline
+    override func _takeWeakUpstream() -> (any _CoFutureNode)? {
+        defer { _weakUpstream = nil }
+        return _weakUpstream
+    }
+}
 
 /// The future returned by `map`: holds the transform itself, so no closure is allocated.
 @usableFromInline
-final class _MapFuture<Upstream: Sendable, Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
+final class _MapFuture<Upstream: Sendable, Value: Sendable>: _DerivedFuture<Value>, @unchecked Sendable {
     @usableFromInline final let transform: @Sendable (Upstream) throws -> Value
 
     @inlinable
     init(source: CoFuture<Upstream>, transform: @escaping @Sendable (Upstream) throws -> Value) {
         self.transform = transform
-        super.init(_result: nil)
+        super.init()
         _ = _linkUpstream(source, strongly: !(source is CoPromise<Upstream>))
     }
 
@@ -119,13 +144,13 @@ final class _MapFuture<Upstream: Sendable, Value: Sendable>: CoFuture<Value>, @u
 
 /// The future returned by `flatMap`.
 @usableFromInline
-final class _FlatMapFuture<Upstream: Sendable, Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
+final class _FlatMapFuture<Upstream: Sendable, Value: Sendable>: _DerivedFuture<Value>, @unchecked Sendable {
     @usableFromInline final let transform: @Sendable (Upstream) throws -> CoFuture<Value>
 
     @inlinable
     init(source: CoFuture<Upstream>, transform: @escaping @Sendable (Upstream) throws -> CoFuture<Value>) {
         self.transform = transform
-        super.init(_result: nil)
+        super.init()
         _ = _linkUpstream(source, strongly: !(source is CoPromise<Upstream>))
     }
 
@@ -146,7 +171,7 @@ final class _FlatMapFuture<Upstream: Sendable, Value: Sendable>: CoFuture<Value>
 }
 
 /// The future returned by `mapError`, `recover` and `flatMapError`.
-final class _RecoverFuture<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
+final class _RecoverFuture<Value: Sendable>: _DerivedFuture<Value>, @unchecked Sendable {
     enum Transform: Sendable {
         case mapError(@Sendable (any Error) -> any Error)
         case recover(@Sendable (any Error) throws -> Value)
@@ -157,7 +182,7 @@ final class _RecoverFuture<Value: Sendable>: CoFuture<Value>, @unchecked Sendabl
 
     init(source: CoFuture<Value>, transform: Transform) {
         self.transform = transform
-        super.init(_result: nil)
+        super.init()
         _ = _linkUpstream(source, strongly: !(source is CoPromise<Value>))
     }
 

@@ -74,14 +74,16 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Result<Value, any Error
     @usableFromInline
     final let _state: Atomic<UInt8>
 
-    /// The future this one was derived from (or, for a `flatMap`, the inner future it waits for),
-    /// which ``cancel()`` cancels in turn, when that future is a `CoPromise` or an inner future.
-    /// Weak, so an abandoned promise is not kept alive: its `deinit` is what cancels the futures
-    /// derived from it. Guarded by `_lock`.
-    @usableFromInline @exclusivity(unchecked)
-    final weak var _upstream: (any _CoFutureNode)?
+    // The future this one was derived from (or, for a `flatMap`, the inner future it waits for,
+    // or the future a promise forwards), which `cancel()` cancels in turn, is held weakly when
+    // it is a `CoPromise` or an inner future, so an abandoned promise is not kept alive (its
+    // `deinit` is what cancels the futures derived from it). That weak field lives only in the
+    // classes that can have such a link (`_DerivedFuture`, `CoPromise`; reached through
+    // `_storeWeakUpstream` and `_takeWeakUpstream`): a weak field costs every future a
+    // `swift_weakInit` and a `swift_weakDestroy` even while it is nil, and most futures are
+    // plain ones (completed ones, `map` of a settled future, task- and queue-backed ones).
 
-    /// The same link, held strongly, when the source is not a `CoPromise` (a derived future, or
+    /// The upstream link, held strongly, when the source is not a `CoPromise` (a derived future, or
     /// one completed by its own task or queue). Such a source completes whenever whatever it
     /// depends on completes or is abandoned, so the strong reference never keeps an abandoned
     /// promise alive; while both are pending the source's callback list holds this future anyway,
@@ -293,12 +295,25 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Result<Value, any Error
                 _strongUpstream = upstream
             } else {
                 swap(&replaced, &_strongUpstream)
-                _upstream = upstream
+                _storeWeakUpstream(upstream)
             }
             return true
         }
         _ = consume replaced  // released here, after the lock
         return linked
+    }
+
+    /// Stores the weak upstream link; called under `_lock`. Only the futures that can have
+    /// one (`_DerivedFuture`, `CoPromise`) implement it.
+    @usableFromInline
+    func _storeWeakUpstream(_ upstream: any _CoFutureNode) {
+        preconditionFailure("\(type(of: self)) has no weak upstream link")
+    }
+
+    /// Returns and clears the weak upstream link; called under `_lock`.
+    @usableFromInline
+    func _takeWeakUpstream() -> (any _CoFutureNode)? {
+        nil
     }
 
     /// Waits for `inner` and completes with its result (the second half of `flatMap`).
@@ -351,9 +366,9 @@ extension CoFuture: _CoFutureNode {
         let upstream: (any _CoFutureNode)?? = _lock.withLock {
             guard _state.load(ordering: .relaxed) & _StateBits.completed == 0 else { return .none }
             _result = .failure(CoFutureError.canceled)
-            let upstream = _strongUpstream ?? _upstream
+            let weakUpstream = _takeWeakUpstream()
+            let upstream = _strongUpstream ?? weakUpstream
             _strongUpstream = nil
-            _upstream = nil
             _state.store(_StateBits.completed | _StateBits.draining, ordering: .releasing)  // last
             return .some(upstream)
         }

@@ -10,7 +10,13 @@
 /// A promise that is released without being completed completes its observers (and the futures
 /// derived from it) with ``CoFutureError/canceled``, so nobody waits forever.
 public final class CoPromise<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
-    // Restates CoFuture's `@unchecked Sendable`: CoPromise adds no stored properties.
+    // Restates CoFuture's `@unchecked Sendable`: CoPromise's one stored property,
+    // `_forwardSource`, is guarded by the base class's lock like the inherited mutable state.
+
+    /// The future `complete(with: CoFuture)` forwards, held weakly (see CoFuture's
+    /// fields) so that ``cancel()`` can cancel it. Guarded by `_lock`.
+    @usableFromInline @exclusivity(unchecked)
+    final weak var _forwardSource: (any _CoFutureNode)?
 
     /// Creates a pending promise.
     @inlinable
@@ -52,5 +58,16 @@ public final class CoPromise<Value: Sendable>: CoFuture<Value>, @unchecked Senda
     public func complete(with future: CoFuture<Value>) {
         guard future !== self, _linkUpstream(future) else { return }
         future._add(.forward(self))
+    }
+
+    @usableFromInline
+    override func _storeWeakUpstream(_ upstream: any _CoFutureNode) {
+        _forwardSource = upstream
+    }
+
+    @usableFromInline
+    override func _takeWeakUpstream() -> (any _CoFutureNode)? {
+        defer { _forwardSource = nil }
+        return _forwardSource
     }
 }
