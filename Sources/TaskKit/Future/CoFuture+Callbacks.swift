@@ -92,7 +92,7 @@ struct _CallbackList<Value: Sendable>: Sendable {
 
     @inlinable var isEmpty: Bool { first == nil }
 
-    @inlinable mutating func append(_ callback: _Callback<Value>) {
+    @inlinable mutating func append(_ callback: consuming _Callback<Value>) {
         if first == nil {
             first = callback
         } else if second == nil {

@@ -114,6 +114,19 @@ class _DerivedFuture<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
         defer { _weakUpstream = nil }
         return _weakUpstream
     }
+
+    /// Waits for `inner` and completes with its result (the second half of `flatMap` and
+    /// `flatMapError`).
+    @inlinable
+    final func _follow(_ inner: CoFuture<Value>, into queue: inout _DrainQueue) {
+        guard inner !== self else { return }
+        if _linkUpstream(inner, strongly: false) {
+            inner._add(.forward(self), into: &queue)
+        } else {
+            // This future was cancelled while the transform ran: nobody wants the new work.
+            inner.cancel()
+        }
+    }
 }
 
 /// The future returned by `map`: holds the transform itself, so no closure is allocated.

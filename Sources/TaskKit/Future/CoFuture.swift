@@ -230,29 +230,44 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Result<Value, any Error
         _state.load(ordering: .acquiring) & _StateBits.completed != 0
     }
 
-    /// Appends `callback` unless the future is settled; returns the result it must then run
-    /// with at once.
-    @inlinable
-    final func _appendUnlessSettled(_ callback: _Callback<Value>) -> Result<Value, any Error>? {
-        _lock.withLock {
-            if _state.load(ordering: .relaxed) == _StateBits.completed { return _result }
+    /// Appends `callback` to the list, or, if the future is settled, hands it to `settled` with
+    /// the result (after the lock is released).
+    ///
+    /// `callback` is `consuming` and the lock is taken with `lock()`/`unlock()` rather than
+    /// `withLock`, so the callback is *moved* into the list: a closure would only borrow it, and
+    /// the list would then take a copy (a retain now and a release when the caller's copy dies,
+    /// for every registration: 5% of the seed workload's instructions and time). Nothing between
+    /// `lock()` and `unlock()` can throw or exit early, and no user code runs in between.
+    @inlinable @inline(__always)
+    final func _append(
+        _ callback: consuming _Callback<Value>,
+        orIfSettled settled: (consuming _Callback<Value>, Result<Value, any Error>) -> Void
+    ) {
+        _lock.lock()
+        guard _state.load(ordering: .relaxed) == _StateBits.completed else {
             _callbacks.append(callback)
-            return nil
+            _lock.unlock()
+            return
         }
+        let result = _result.unsafelyUnwrapped  // completed: set, and never written again
+        _lock.unlock()
+        settled(callback, result)
     }
 
     /// Registers `callback`, or runs it at once (queueing any follow-up work on `queue`).
     @inlinable
-    final func _add(_ callback: _Callback<Value>, into queue: inout _DrainQueue) {
-        if let result = _appendUnlessSettled(callback) {
+    final func _add(_ callback: consuming _Callback<Value>, into queue: inout _DrainQueue) {
+        _append(callback) { callback, result in
             callback.run(result, into: &queue)
         }
     }
 
+    /// Registers `callback`, or runs it at once and drains whatever that completes.
     @inlinable
-    final func _add(_ callback: _Callback<Value>) {
-        if let result = _appendUnlessSettled(callback) {
-            // Only now is a drain queue needed (creating and destroying one costs a release).
+    final func _add(_ callback: consuming _Callback<Value>) {
+        _append(callback) { callback, result in
+            // Only here is a drain queue needed: creating and destroying an empty one on every
+            // registration costs about as much as the registration itself.
             var queue = _DrainQueue()
             callback.run(result, into: &queue)
             queue.drainAll()
@@ -285,8 +300,9 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Result<Value, any Error
     }
 
     /// Sets the upstream link if the future is still pending; returns whether it is pending.
+    /// Only `_DerivedFuture` and `CoPromise` may link weakly (`strongly: false`).
     @inlinable
-    final func _linkUpstream(_ upstream: any _CoFutureNode, strongly: Bool = false) -> Bool {
+    final func _linkUpstream(_ upstream: any _CoFutureNode, strongly: Bool) -> Bool {
         var replaced: (any _CoFutureNode)?
         let linked: Bool = _lock.withLock {
             guard _state.load(ordering: .relaxed) & _StateBits.completed == 0 else { return false }
@@ -314,18 +330,6 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Result<Value, any Error
     @usableFromInline
     func _takeWeakUpstream() -> (any _CoFutureNode)? {
         nil
-    }
-
-    /// Waits for `inner` and completes with its result (the second half of `flatMap`).
-    @inlinable
-    final func _follow(_ inner: CoFuture<Value>, into queue: inout _DrainQueue) {
-        guard inner !== self else { return }
-        if _linkUpstream(inner) {
-            inner._add(.forward(self), into: &queue)
-        } else {
-            // This future was cancelled while the transform ran: nobody wants the new work.
-            inner.cancel()
-        }
     }
 }
 
@@ -366,8 +370,7 @@ extension CoFuture: _CoFutureNode {
         let upstream: (any _CoFutureNode)?? = _lock.withLock {
             guard _state.load(ordering: .relaxed) & _StateBits.completed == 0 else { return .none }
             _result = .failure(CoFutureError.canceled)
-            let weakUpstream = _takeWeakUpstream()
-            let upstream = _strongUpstream ?? weakUpstream
+            let upstream = _strongUpstream ?? _takeWeakUpstream()  // never both set
             _strongUpstream = nil
             _state.store(_StateBits.completed | _StateBits.draining, ordering: .releasing)  // last
             return .some(upstream)

@@ -40,6 +40,21 @@ struct FutureLock: ~Copyable, Sendable {
     func withLock<R: Sendable>(_ body: () -> R) -> R {
         mutex.withLock { _ in body() }
     }
+
+    /// Takes the lock; the caller must call ``unlock()`` on every path. For the one caller that
+    /// must move a value into the guarded state (a closure could only borrow it): `_add`.
+    /// (`_unsafeLock`/`_unsafeUnlock` are the standard library's lock/unlock of a
+    /// `Mutex<Void>`, public since Swift 6.0 and emitted into the client.)
+    @inlinable
+    func lock() {
+        mutex._unsafeLock()
+    }
+
+    /// Releases the lock taken by ``lock()``.
+    @inlinable
+    func unlock() {
+        mutex._unsafeUnlock()
+    }
     #else
     @usableFromInline let locked = Atomic<Bool>(false)
 
@@ -53,6 +68,8 @@ struct FutureLock: ~Copyable, Sendable {
         return body()
     }
 
+    /// Takes the lock; the caller must call ``unlock()`` on every path. For the one caller that
+    /// must move a value into the guarded state (a closure could only borrow it): `_add`.
     @inlinable
     func lock() {
         if locked.compareExchange(
@@ -82,6 +99,7 @@ struct FutureLock: ~Copyable, Sendable {
         }
     }
 
+    /// Releases the lock taken by ``lock()``.
     @inlinable
     func unlock() {
         locked.store(false, ordering: .releasing)

@@ -351,6 +351,81 @@ struct CoFutureTests {
         #expect(ran.elements.isEmpty)
     }
 
+    @Test func cancellingAnErrorTransformOfAPendingPromiseCancelsThePromise() {
+        // _RecoverFuture links to a promise source weakly; cancel() must still reach it.
+        let transforms: [(CoPromise<Int>) -> CoFuture<Int>] = [
+            { $0.recover { _ in 0 } },
+            { $0.mapError { $0 } },
+            { $0.flatMapError { _ in CoFuture(value: 0) } },
+        ]
+        for transform in transforms {
+            let promise = CoPromise<Int>()
+            let canceled = Log<Bool>()
+            promise.whenCanceled { canceled.append(true) }
+            let derived = transform(promise)
+            derived.cancel()
+            #expect(derived.isCanceled)
+            #expect(promise.isCanceled)
+            #expect(canceled.elements == [true])
+        }
+    }
+
+    @Test func cancellingAFlatMapErrorWaitingOnItsInnerFutureCancelsIt() {
+        let source = CoPromise<Int>()
+        let inner = CoPromise<Int>()
+        let result = source.flatMapError { _ in inner }
+        source.fail(TestError())
+        #expect(result.result == nil)
+        result.cancel()
+        #expect(result.isCanceled && inner.isCanceled)
+    }
+
+    @Test func cancellingThroughAForwardingPromiseReachesTheForwardedPromise() {
+        let source = CoPromise<Int>()
+        let forwarder = CoPromise<Int>()
+        forwarder.complete(with: source)
+        let tail = forwarder.map { $0 + 1 }.recover { _ in 0 }
+        tail.cancel()
+        #expect(forwarder.isCanceled && source.isCanceled)
+    }
+
+    @Test(arguments: [0, 1, 2, 3, 4, 5, 7])
+    func callbacksRunOnceInOrderAtAndAroundTheInlineSlots(count: Int) {
+        let promise = CoPromise<Int>()
+        let log = Log<Int>()
+        for index in 0..<count {
+            promise.whenSuccess { _ in
+                log.append(index)
+                // One added while draining: it must run after all the earlier ones.
+                if index == count - 1 { promise.whenSuccess { _ in log.append(count) } }
+            }
+        }
+        promise.success(1)
+        let expected = count == 0 ? [] : Array(0...count)
+        #expect(log.elements == expected)
+        promise.whenSuccess { _ in log.append(-1) }  // settled: runs at once
+        #expect(log.elements == expected + [-1])
+    }
+
+    @Test(arguments: ["map", "flatMap", "recover", "mapError", "flatMapError"])
+    func anAbandonedPromiseIsFreedAndCancelsWhatDerivesFromIt(kind: String) {
+        weak var weakPromise: CoPromise<Int>?
+        var derived: CoFuture<Int>?
+        do {
+            let promise = CoPromise<Int>()
+            weakPromise = promise
+            switch kind {
+            case "map": derived = promise.map { $0 }
+            case "flatMap": derived = promise.flatMap { CoFuture(value: $0) }
+            case "recover": derived = promise.recover { _ in 0 }
+            case "mapError": derived = promise.mapError { $0 }
+            default: derived = promise.flatMapError { _ in CoFuture(value: 0) }
+            }
+        }
+        #expect(weakPromise == nil, "the derived future must not keep an abandoned promise alive")
+        #expect(derived?.isCanceled == true)
+    }
+
     @Test func hashableByIdentity() {
         let a = CoFuture(value: 1)
         let b = CoFuture(value: 1)
