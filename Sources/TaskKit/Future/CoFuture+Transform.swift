@@ -99,9 +99,22 @@ class _DerivedFuture<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked)
     final weak var _weakUpstream: (any _CoFutureNode)?
 
+    /// Creates a pending future derived from `source`, linked to it for ``cancel()``: weakly if
+    /// it is a promise, strongly otherwise (see CoFuture's fields).
+    ///
+    /// The link is set while the new future is still private to this initialiser, so without
+    /// `_linkWeakUpstream`'s lock (a lock round trip per derived future). A promise is recognised by
+    /// comparing metadata pointers (`CoPromise` is final): `is CoPromise<Upstream>` costs a
+    /// dynamic-cast call and a retain/release pair.
     @inlinable
-    init() {
-        super.init(_result: nil)
+    init<Upstream>(source: CoFuture<Upstream>) {
+        if type(of: source) == CoPromise<Upstream>.self {
+            _weakUpstream = source
+            super.init(_pendingWithStrongUpstream: nil)
+        } else {
+            _weakUpstream = nil
+            super.init(_pendingWithStrongUpstream: source)
+        }
     }
 
     @usableFromInline
@@ -120,7 +133,7 @@ class _DerivedFuture<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
     @inlinable
     final func _follow(_ inner: CoFuture<Value>, into queue: inout _DrainQueue) {
         guard inner !== self else { return }
-        if _linkUpstream(inner, strongly: false) {
+        if _linkWeakUpstream(inner) {
             inner._add(.forward(self), into: &queue)
         } else {
             // This future was cancelled while the transform ran: nobody wants the new work.
@@ -137,8 +150,7 @@ final class _MapFuture<Upstream: Sendable, Value: Sendable>: _DerivedFuture<Valu
     @inlinable
     init(source: CoFuture<Upstream>, transform: @escaping @Sendable (Upstream) throws -> Value) {
         self.transform = transform
-        super.init()
-        _ = _linkUpstream(source, strongly: !(source is CoPromise<Upstream>))
+        super.init(source: source)
     }
 
     @inlinable
@@ -163,8 +175,7 @@ final class _FlatMapFuture<Upstream: Sendable, Value: Sendable>: _DerivedFuture<
     @inlinable
     init(source: CoFuture<Upstream>, transform: @escaping @Sendable (Upstream) throws -> CoFuture<Value>) {
         self.transform = transform
-        super.init()
-        _ = _linkUpstream(source, strongly: !(source is CoPromise<Upstream>))
+        super.init(source: source)
     }
 
     @inlinable
@@ -195,8 +206,7 @@ final class _RecoverFuture<Value: Sendable>: _DerivedFuture<Value>, @unchecked S
 
     init(source: CoFuture<Value>, transform: Transform) {
         self.transform = transform
-        super.init()
-        _ = _linkUpstream(source, strongly: !(source is CoPromise<Value>))
+        super.init(source: source)
     }
 
     func _upstreamCompleted(_ result: Result<Value, any Error>, into queue: inout _DrainQueue) {

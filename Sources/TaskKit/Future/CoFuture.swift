@@ -101,6 +101,14 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Result<Value, any Error
         super.init(_storing: result)
     }
 
+    /// Creates a pending future whose upstream link is `strongUpstream` (see `_DerivedFuture`).
+    @inlinable
+    init(_pendingWithStrongUpstream strongUpstream: (any _CoFutureNode)?) {
+        _state = Atomic(0)
+        _strongUpstream = strongUpstream
+        super.init(_storing: nil)
+    }
+
     /// Creates a future that is already completed with `result`.
     ///
     /// - Parameter result: The result provided by this future.
@@ -299,20 +307,16 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Result<Value, any Error
         queue.drainAll()
     }
 
-    /// Sets the upstream link if the future is still pending; returns whether it is pending.
-    /// Only `_DerivedFuture` and `CoPromise` may link weakly (`strongly: false`).
+    /// Replaces the upstream link with a weak link to `upstream` (an inner future a `flatMap`
+    /// now waits for, or the future a promise forwards) if the future is still pending; returns
+    /// whether it is pending. Only `_DerivedFuture` and `CoPromise` have a weak link to set.
     @inlinable
-    final func _linkUpstream(_ upstream: any _CoFutureNode, strongly: Bool) -> Bool {
+    final func _linkWeakUpstream(_ upstream: any _CoFutureNode) -> Bool {
         var replaced: (any _CoFutureNode)?
         let linked: Bool = _lock.withLock {
             guard _state.load(ordering: .relaxed) & _StateBits.completed == 0 else { return false }
-            if strongly {
-                replaced = _strongUpstream
-                _strongUpstream = upstream
-            } else {
-                swap(&replaced, &_strongUpstream)
-                _storeWeakUpstream(upstream)
-            }
+            swap(&replaced, &_strongUpstream)
+            _storeWeakUpstream(upstream)
             return true
         }
         _ = consume replaced  // released here, after the lock

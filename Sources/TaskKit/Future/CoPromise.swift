@@ -56,7 +56,7 @@ public final class CoPromise<Value: Sendable>: CoFuture<Value>, @unchecked Senda
     /// - Parameter future: The future whose result to forward.
     @inlinable
     public func complete(with future: CoFuture<Value>) {
-        guard future !== self, _linkUpstream(future, strongly: false) else { return }
+        guard future !== self, _linkWeakUpstream(future) else { return }
         future._add(.forward(self))
     }
 
