@@ -41,10 +41,11 @@ import Synchronization
 ///   observers, runs iteratively: a chain of 100,000 `map`s does not grow the stack.
 ///
 /// `CoFuture` is `Hashable` by identity.
-public class CoFuture<Value: Sendable>: _CoFutureStorage<Result<Value, any Error>?>, @unchecked Sendable {
-    // @unchecked Sendable is sound: every stored `var` below, and the inherited `_result`, is
-    // written only while `_lock` is held, and read either under the lock or, for `_result`
-    // alone, after an acquiring load of `_state` has seen the completed bit (see `_state`).
+public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sendable {
+    // @unchecked Sendable is sound: every stored `var` below, and the inherited `_value`, is
+    // written only while `_lock` is held, and read either under the lock or, for `_value` and
+    // `_error` (together: `_result`), after an acquiring load of `_state` has seen the completed
+    // bit (see `_state`).
     // `_lock` is an `Atomic`-based lock with acquire/release ordering (see FutureLock.swift),
     // which publishes each write to the next holder.
 
@@ -74,6 +75,39 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Result<Value, any Error
     @usableFromInline
     final let _state: Atomic<UInt8>
 
+    /// The error if the future failed; the value, if it succeeded, is the inherited `_value`.
+    /// Two fields rather than one `Result<Value, Error>?`: the unspecialised `deinit` destroys a
+    /// `Value?` through its value witness in a few instructions, where a `Result?` needs the
+    /// multi-payload enum machinery of the runtime (about 70 instructions more per future).
+    /// Written and read like `_result`, which combines them.
+    @usableFromInline @exclusivity(unchecked)
+    final var _error: (any Error)?
+
+    /// The result, `nil` while pending: `_value` and `_error` combined. Written only under
+    /// `_lock` while pending; read under it, or after an acquiring load of `_state` has seen
+    /// the completed bit.
+    @inlinable
+    final var _result: Result<Value, any Error>? {
+        get {
+            if let error = _error { return .failure(error) }
+            if let value = _value { return .success(value) }
+            return nil
+        }
+        set {
+            switch newValue {
+            case .success(let value)?:
+                _value = value
+                _error = nil
+            case .failure(let error)?:
+                _value = nil
+                _error = error
+            case nil:
+                _value = nil
+                _error = nil
+            }
+        }
+    }
+
     // The future this one was derived from (or, for a `flatMap`, the inner future it waits for,
     // or the future a promise forwards), which `cancel()` cancels in turn, is held weakly when
     // it is a `CoPromise` or an inner future, so an abandoned promise is not kept alive (its
@@ -98,13 +132,24 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Result<Value, any Error
     @inlinable
     init(_result result: Result<Value, any Error>?) {
         _state = Atomic(result == nil ? 0 : _StateBits.completed)
-        super.init(_storing: result)
+        switch result {
+        case .success(let value)?:
+            _error = nil
+            super.init(_storing: value)
+        case .failure(let error)?:
+            _error = error
+            super.init(_storing: nil)
+        case nil:
+            _error = nil
+            super.init(_storing: nil)
+        }
     }
 
     /// Creates a pending future whose upstream link is `strongUpstream` (see `_DerivedFuture`).
     @inlinable
     init(_pendingWithStrongUpstream strongUpstream: (any _CoFutureNode)?) {
         _state = Atomic(0)
+        _error = nil
         _strongUpstream = strongUpstream
         super.init(_storing: nil)
     }
