@@ -393,24 +393,36 @@ extension CoFuture: _CoFutureNode {
 
     @inlinable
     final func _drain(into queue: inout _DrainQueue) {
-        // The batch is handed out through locals rather than an optional tuple returned from
-        // `withLock`: the compiler copies and destroys an `Optional<(_CallbackList, Result)>`
-        // through an unspecialised outlined helper, i.e. through the runtime's tuple value
-        // witnesses, which cost more than the rest of the drain.
-        var result: Result<Value, any Error>?
+        // Each batch is taken slot by slot into locals under `lock()`/`unlock()` (nothing in
+        // between can throw or exit early; no user code runs there). Swapping the whole
+        // `_CallbackList` out instead makes the compiler destroy the emptied list through its
+        // value witnesses (several calls per batch), and returning the batch from `withLock`
+        // as an optional tuple goes through the runtime's tuple value witnesses.
         while true {
-            var callbacks = _CallbackList<Value>()
-            let hasBatch: Bool = _lock.withLock {
-                guard _state.load(ordering: .relaxed) & _StateBits.completed != 0, !_callbacks.isEmpty else {
-                    _state.store(_state.load(ordering: .relaxed) & ~_StateBits.draining, ordering: .releasing)
-                    return false
-                }
-                swap(&callbacks, &_callbacks)  // a move: no retain/release per callback
-                result = _result
-                return true
+            _lock.lock()
+            guard _state.load(ordering: .relaxed) & _StateBits.completed != 0,
+                let first = _callbacks.first.take()
+            else {
+                _state.store(_state.load(ordering: .relaxed) & ~_StateBits.draining, ordering: .releasing)
+                _lock.unlock()
+                return
             }
-            guard hasBatch else { return }
-            (consume callbacks).run(result.unsafelyUnwrapped, into: &queue)
+            let second = _callbacks.second.take()
+            let third = _callbacks.third.take()
+            var rest: [_Callback<Value>] = []
+            if !_callbacks.rest.isEmpty {
+                swap(&rest, &_callbacks.rest)
+            }
+            let result = _result.unsafelyUnwrapped  // completed: set, and never written again
+            _lock.unlock()
+            first.run(result, into: &queue)
+            guard let second else { continue }
+            second.run(result, into: &queue)
+            guard let third else { continue }
+            third.run(result, into: &queue)
+            for callback in rest {
+                callback.run(result, into: &queue)
+            }
         }
     }
 
