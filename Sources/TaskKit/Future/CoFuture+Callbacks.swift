@@ -104,6 +104,16 @@ struct _CallbackList<Value: Sendable>: Sendable {
         }
     }
 
+    /// Moves the overflow array out, or returns `nil` if it is empty (without touching the
+    /// shared empty-array storage, whose retain and release an empty local would cost).
+    @inlinable
+    mutating func takeRest() -> [_Callback<Value>]? {
+        if rest.isEmpty { return nil }
+        var taken: [_Callback<Value>] = []
+        swap(&taken, &rest)
+        return taken
+    }
+
     @inlinable
     consuming func run(_ result: Result<Value, any Error>, into queue: inout _DrainQueue) {
         guard let first = first.take() else { return }

@@ -409,10 +409,7 @@ extension CoFuture: _CoFutureNode {
             }
             let second = _callbacks.second.take()
             let third = _callbacks.third.take()
-            var rest: [_Callback<Value>] = []
-            if !_callbacks.rest.isEmpty {
-                swap(&rest, &_callbacks.rest)
-            }
+            let rest = _callbacks.takeRest()
             let result = _result.unsafelyUnwrapped  // completed: set, and never written again
             _lock.unlock()
             first.run(result, into: &queue)
@@ -420,6 +417,7 @@ extension CoFuture: _CoFutureNode {
             second.run(result, into: &queue)
             guard let third else { continue }
             third.run(result, into: &queue)
+            guard let rest else { continue }
             for callback in rest {
                 callback.run(result, into: &queue)
             }
