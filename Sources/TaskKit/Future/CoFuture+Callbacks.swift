@@ -70,7 +70,7 @@ enum _Callback<Value: Sendable>: Sendable {
         case .canceled(let callback):
             if case .failure(let error) = result, error.isCoFutureCancellation { callback() }
         case .forward(let future):
-            if future._completeDeferred(result) { queue.push(future._drainStep) }
+            future._completeAndDrain(result, into: &queue)
         case .transform(let step):
             step(result, into: &queue)
         }
@@ -135,6 +135,15 @@ struct _CallbackList<Value: Sendable>: Sendable {
 struct _DrainQueue {
     @usableFromInline var first: _Erased<Void>?
     @usableFromInline var rest: [_Erased<Void>] = []
+    /// How many futures are being completed and drained depth first on the stack right now
+    /// (see `CoFuture._completeAndDrain`).
+    @usableFromInline var depth = 0
+    /// Whether the callback being run is the last of its batch (see
+    /// `CoFuture._completeAndDrain`).
+    @usableFromInline var runningLast = false
+
+    /// How deep completions recurse before they are queued instead.
+    @inlinable static var maximumDepth: Int { 16 }
 
     @inlinable init() {}
 

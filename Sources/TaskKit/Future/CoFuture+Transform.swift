@@ -163,7 +163,7 @@ final class _MapFuture<Upstream: Sendable, Value: Sendable>: _DerivedFuture<Valu
         case .failure(let error):
             mapped = .failure(error)
         }
-        if _completeDeferred(mapped) { queue.push(_drainStep) }
+        _completeAndDrain(mapped, into: &queue)
     }
 }
 
@@ -186,10 +186,10 @@ final class _FlatMapFuture<Upstream: Sendable, Value: Sendable>: _DerivedFuture<
             do {
                 _follow(try transform(value), into: &queue)
             } catch {
-                if _completeDeferred(.failure(error)) { queue.push(_drainStep) }
+                _completeAndDrain(.failure(error), into: &queue)
             }
         case .failure(let error):
-            if _completeDeferred(.failure(error)) { queue.push(_drainStep) }
+            _completeAndDrain(.failure(error), into: &queue)
         }
     }
 }
@@ -211,7 +211,7 @@ final class _RecoverFuture<Value: Sendable>: _DerivedFuture<Value>, @unchecked S
 
     func _upstreamCompleted(_ result: Result<Value, any Error>, into queue: inout _DrainQueue) {
         guard case .failure(let error) = result, !error.isCoFutureCancellation else {
-            if _completeDeferred(result) { queue.push(_drainStep) }
+            _completeAndDrain(result, into: &queue)
             return
         }
         guard !_isCompleted else { return }
@@ -229,6 +229,6 @@ final class _RecoverFuture<Value: Sendable>: _DerivedFuture<Value>, @unchecked S
                 next = .failure(error)
             }
         }
-        if _completeDeferred(next) { queue.push(_drainStep) }
+        _completeAndDrain(next, into: &queue)
     }
 }

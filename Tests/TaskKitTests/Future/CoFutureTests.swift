@@ -71,6 +71,35 @@ struct CoFutureTests {
         #expect(log.elements == ["complete-1", "success-4", "complete-2", "complete-3"])
     }
 
+    @Test func aSourcesLaterCallbacksRunBeforeTheCallbacksOfWhatItsEarlierOnesComplete() {
+        // Breadth first across futures: the derived futures completed by the source's first
+        // callbacks run their own callbacks only after the source's remaining ones.
+        let promise = CoPromise<Int>()
+        let log = Log<String>()
+        let mapped = promise.map { $0 + 1 }
+        let flatMapped = promise.flatMap { CoFuture(value: $0 + 2) }
+        promise.whenSuccess { log.append("source \($0)") }
+        mapped.whenSuccess { log.append("mapped \($0)") }
+        flatMapped.whenSuccess { log.append("flatMapped \($0)") }
+        promise.success(1)
+        #expect(log.elements == ["source 1", "mapped 2", "flatMapped 3"])
+    }
+
+    @Test func aChainCompletedByTheLastCallbacksRunsInOrderPastTheDepthLimit() {
+        // Each future here is completed by the last callback of its source, so it is drained at
+        // once (depth first) until `_DrainQueue.maximumDepth`, and queued beyond it.
+        let promise = CoPromise<Int>()
+        let log = Log<Int>()
+        var tail: CoFuture<Int> = promise
+        for level in 1...40 {
+            tail.whenSuccess { log.append($0 * 100 + level - 1) }  // observer of level - 1
+            tail = tail.map { $0 + 1 }
+        }
+        tail.whenSuccess { log.append($0 * 100 + 40) }
+        promise.success(0)
+        #expect(log.elements == (0...40).map { $0 * 101 })
+    }
+
     @Test func callbackAddedAfterCompletionRunsAtOnceOnTheCallersThread() {
         let future = CoFuture(value: 1)
         let caller = currentThreadID()
