@@ -37,8 +37,9 @@ import Synchronization
 ///   A derived future refers to a promise weakly, so holding a derived future does not keep an
 ///   abandoned promise alive. (Any other source it holds strongly until it completes: such a
 ///   source completes whenever what it depends on completes or is abandoned.)
-/// - **No recursion.** Completing a chain of any length, or a future with any number of
-///   observers, runs iteratively: a chain of 100,000 `map`s does not grow the stack.
+/// - **Bounded stack depth.** Completing a chain of any length, or a future with any number of
+///   observers, recurses at most a few levels and runs the rest iteratively: a chain of
+///   100,000 `map`s does not overflow the stack.
 ///
 /// `CoFuture` is `Hashable` by identity.
 public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sendable {
@@ -344,7 +345,7 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sen
         return completed
     }
 
-    /// Completes the future and runs every callback that follows from it, iteratively.
+    /// Completes the future and runs every callback that follows from it, in bounded stack depth.
     @inlinable
     final func _complete(_ result: Result<Value, any Error>) {
         var queue = _DrainQueue()
