@@ -398,7 +398,7 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sen
         _ = consume upstream  // released after the lock
         queue.depth += 1
         defer { queue.depth -= 1 }
-        _run(first, second, third, rest, with: result, into: &queue)
+        _run(consume first, consume second, consume third, consume rest, with: result, into: &queue)
         _drain(into: &queue)  // callbacks registered meanwhile; clears the draining bit
     }
 
@@ -413,15 +413,17 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sen
         with result: Result<Value, any Error>,
         into queue: inout _DrainQueue
     ) {
+        // `consume` moves each callback out of its optional: binding it with `guard let x`
+        // alone would copy it (a retain and a release).
         queue.runningLast = second == nil
         first.run(result, into: &queue)
-        guard let second else { return }
+        guard let second = consume second else { return }
         queue.runningLast = third == nil
         second.run(result, into: &queue)
-        guard let third else { return }
+        guard let third = consume third else { return }
         queue.runningLast = rest == nil
         third.run(result, into: &queue)
-        guard let rest else { return }
+        guard let rest = consume rest else { return }
         for index in rest.indices {
             queue.runningLast = index == rest.index(before: rest.endIndex)
             rest[index].run(result, into: &queue)
@@ -488,7 +490,7 @@ extension CoFuture: _CoFutureNode {
             let rest = _callbacks.takeRest()
             let result = _result.unsafelyUnwrapped  // completed: set, and never written again
             _lock.unlock()
-            _run(first, second, third, rest, with: result, into: &queue)
+            _run(consume first, consume second, consume third, consume rest, with: result, into: &queue)
         }
     }
 
