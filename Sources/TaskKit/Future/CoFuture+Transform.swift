@@ -100,7 +100,8 @@ class _DerivedFuture<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
     final weak var _weakUpstream: (any _CoFutureNode)?
 
     /// Creates a pending future derived from `source`, linked to it for ``cancel()``: weakly if
-    /// it is a promise, strongly otherwise (see CoFuture's fields).
+    /// it is a promise, without a reference count otherwise (`_unownedUpstream`, see there why
+    /// that is sound).
     ///
     /// The link is set while the new future is still private to this initialiser, so without
     /// `_linkWeakUpstream`'s lock (a lock round trip per derived future). A promise is recognised by
@@ -110,10 +111,10 @@ class _DerivedFuture<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
     init<Upstream>(source: CoFuture<Upstream>) {
         if type(of: source) == CoPromise<Upstream>.self {
             _weakUpstream = source
-            super.init(_pendingWithStrongUpstream: nil)
+            super.init(_pendingWithUnownedUpstream: nil)
         } else {
             _weakUpstream = nil
-            super.init(_pendingWithStrongUpstream: source)
+            super.init(_pendingWithUnownedUpstream: source)
         }
     }
 

@@ -35,8 +35,8 @@ import Synchronization
 /// - **Nothing waits forever.** A pending future that is deallocated (typically a ``CoPromise``
 ///   dropped by its producer) completes its observers with ``CoFutureError/canceled``.
 ///   A derived future refers to a promise weakly, so holding a derived future does not keep an
-///   abandoned promise alive. (Any other source it holds strongly until it completes: such a
-///   source completes whenever what it depends on completes or is abandoned.)
+///   abandoned promise alive. (Any other source is kept alive, while pending, by whatever will
+///   complete it, and completes whenever what it depends on completes or is abandoned.)
 /// - **Bounded stack depth.** Completing a chain of any length, or a future with any number of
 ///   observers, recurses at most a few levels and runs the rest iteratively: a chain of
 ///   100,000 `map`s does not overflow the stack.
@@ -118,15 +118,28 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sen
     // `swift_weakInit` and a `swift_weakDestroy` even while it is nil, and most futures are
     // plain ones (completed ones, `map` of a settled future, task- and queue-backed ones).
 
-    /// The upstream link, held strongly, when the source is not a `CoPromise` (a derived future, or
-    /// one completed by its own task or queue). Such a source completes whenever whatever it
-    /// depends on completes or is abandoned, so the strong reference never keeps an abandoned
-    /// promise alive; while both are pending the source's callback list holds this future anyway,
-    /// so lifetimes do not change. What it saves is the weak reference's side table on the
-    /// source (an allocation, and slow-path reference counting for the source's whole life).
-    /// Cleared on completion and on cancel, and released outside the lock. Guarded by `_lock`.
+    /// The upstream link when the source is not a `CoPromise` (a derived future, or one completed
+    /// by its own task or queue), set only while this future is pending and cleared when it
+    /// completes or is cancelled. Guarded by `_lock`.
+    ///
+    /// `unowned(unsafe)`: no reference count, so linking and unlinking cost no atomic operation.
+    /// Sound because the link is read only under `_lock`, only while this future is pending, and
+    /// the source is then alive (strong count above zero, not deinitialising):
+    /// - This future is pending until the source runs the entry that completes it (the
+    ///   `.transform` registered by `map`/`flatMap`/`recover`); completing clears the link
+    ///   under `_lock`. Until then the entry is in the source's callback list (so the source is
+    ///   pending, or draining), or in a batch the source's drain is running, and a drain runs
+    ///   only while its caller holds the source (a batch entry, a drain step, a task or queue
+    ///   block, a `cancel()` loop variable).
+    /// - A pending source that is not a promise is always held by whatever will complete it:
+    ///   its own source's callback list or running batch, the inner future it follows, its
+    ///   `Task`, its queue's block (users cannot subclass `CoFuture`). So it is never
+    ///   deinitialised while pending, and its callbacks never run from its `deinit`.
+    /// Only a promise can be dropped while pending (by its producer); that is why a promise
+    /// source is linked weakly instead. The one reader, `_cancelReturningUpstream`, turns the
+    /// link into a strong reference (a retain) before releasing `_lock`.
     @usableFromInline @exclusivity(unchecked)
-    final var _strongUpstream: (any _CoFutureNode)?
+    final unowned(unsafe) var _unownedUpstream: (any _CoFutureNode)?
 
     // Inlinable so that it is specialised with the subclass and convenience initialisers:
     // unspecialised, it looks up the generic metadata of every stored field on each call.
@@ -146,12 +159,12 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sen
         }
     }
 
-    /// Creates a pending future whose upstream link is `strongUpstream` (see `_DerivedFuture`).
+    /// Creates a pending future whose upstream link is `upstream` (see `_DerivedFuture`).
     @inlinable
-    init(_pendingWithStrongUpstream strongUpstream: (any _CoFutureNode)?) {
+    init(_pendingWithUnownedUpstream upstream: (any _CoFutureNode)?) {
         _state = Atomic(0)
         _error = nil
-        _strongUpstream = strongUpstream
+        _unownedUpstream = upstream
         super.init(_storing: nil)
     }
 
@@ -333,16 +346,13 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sen
     /// (push it on a drain queue). Returns whether this call completed the future.
     @inlinable
     final func _completeDeferred(_ result: Result<Value, any Error>) -> Bool {
-        var upstream: (any _CoFutureNode)?
-        let completed: Bool = _lock.withLock {
+        _lock.withLock {
             guard _state.load(ordering: .relaxed) & _StateBits.completed == 0 else { return false }
             _result = result
-            swap(&upstream, &_strongUpstream)
+            _unownedUpstream = nil
             _state.store(_StateBits.completed | _StateBits.draining, ordering: .releasing)  // last
             return true
         }
-        _ = consume upstream  // released here, after the lock
-        return completed
     }
 
     /// Completes the future and runs every callback that follows from it, in bounded stack depth.
@@ -377,14 +387,13 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sen
             if _completeDeferred(result) { queue.push(_drainStep) }
             return
         }
-        var upstream: (any _CoFutureNode)?
         _lock.lock()
         guard _state.load(ordering: .relaxed) & _StateBits.completed == 0 else {
             _lock.unlock()
             return
         }
         _result = result
-        swap(&upstream, &_strongUpstream)
+        _unownedUpstream = nil
         guard let first = _callbacks.first.take() else {
             _state.store(_StateBits.completed, ordering: .releasing)  // last; nothing to drain
             _lock.unlock()
@@ -395,7 +404,6 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sen
         let rest = _callbacks.takeRest()
         _state.store(_StateBits.completed | _StateBits.draining, ordering: .releasing)  // last
         _lock.unlock()
-        _ = consume upstream  // released after the lock
         queue.depth += 1
         defer { queue.depth -= 1 }
         _run(consume first, consume second, consume third, consume rest, with: result, into: &queue)
@@ -435,15 +443,12 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sen
     /// whether it is pending. Only `_DerivedFuture` and `CoPromise` have a weak link to set.
     @inlinable
     final func _linkWeakUpstream(_ upstream: any _CoFutureNode) -> Bool {
-        var replaced: (any _CoFutureNode)?
-        let linked: Bool = _lock.withLock {
+        _lock.withLock {
             guard _state.load(ordering: .relaxed) & _StateBits.completed == 0 else { return false }
-            swap(&replaced, &_strongUpstream)
+            _unownedUpstream = nil
             _storeWeakUpstream(upstream)
             return true
         }
-        _ = consume replaced  // released here, after the lock
-        return linked
     }
 
     /// Stores the weak upstream link; called under `_lock`. Only the futures that can have
@@ -499,8 +504,9 @@ extension CoFuture: _CoFutureNode {
         let upstream: (any _CoFutureNode)?? = _lock.withLock {
             guard _state.load(ordering: .relaxed) & _StateBits.completed == 0 else { return .none }
             _result = .failure(CoFutureError.canceled)
-            let upstream = _strongUpstream ?? _takeWeakUpstream()  // never both set
-            _strongUpstream = nil
+            // A strong reference, taken while the link is known to be valid (see its doc).
+            let upstream = _unownedUpstream ?? _takeWeakUpstream()  // never both set
+            _unownedUpstream = nil
             _state.store(_StateBits.completed | _StateBits.draining, ordering: .releasing)  // last
             return .some(upstream)
         }
