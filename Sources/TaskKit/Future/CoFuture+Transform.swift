@@ -88,45 +88,19 @@ extension CoFuture {
 }
 
 // The derived futures below restate CoFuture's `@unchecked Sendable`: their own stored
-// properties are immutable `let`s of Sendable types, or (`_weakUpstream`) guarded by the base
-// class's lock like the inherited mutable state, as documented on CoFuture.
+// properties are immutable `let`s of Sendable types; the inherited mutable state is guarded by
+// the base class's lock as documented on CoFuture.
 
-/// A future derived from another one: the only kind, with ``CoPromise``, that can hold its
-/// upstream link weakly (see CoFuture's fields).
+/// A future derived from another one (`map`, `flatMap`, `mapError`, `recover`, `flatMapError`).
 @usableFromInline
 class _DerivedFuture<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
-    /// The weak upstream link; guarded by `_lock`.
-    @usableFromInline @exclusivity(unchecked)
-    final weak var _weakUpstream: (any _CoFutureNode)?
-
-    /// Creates a pending future derived from `source`, linked to it for ``cancel()``: weakly if
-    /// it is a promise, without a reference count otherwise (`_unownedUpstream`, see there why
-    /// that is sound).
-    ///
+    /// Creates a pending future derived from `source`, linked to it for ``cancel()`` (see
+    /// `CoFuture._upstream`). The caller must then register the new future's entry on `source`.
     /// The link is set while the new future is still private to this initialiser, so without
-    /// `_linkWeakUpstream`'s lock (a lock round trip per derived future). A promise is recognised by
-    /// comparing metadata pointers (`CoPromise` is final): `is CoPromise<Upstream>` costs a
-    /// dynamic-cast call and a retain/release pair.
+    /// the lock.
     @inlinable
     init<Upstream>(source: CoFuture<Upstream>) {
-        if type(of: source) == CoPromise<Upstream>.self {
-            _weakUpstream = source
-            super.init(_pendingWithUnownedUpstream: nil)
-        } else {
-            _weakUpstream = nil
-            super.init(_pendingWithUnownedUpstream: source)
-        }
-    }
-
-    @usableFromInline
-    override func _storeWeakUpstream(_ upstream: any _CoFutureNode) {
-        _weakUpstream = upstream
-    }
-
-    @usableFromInline
-    override func _takeWeakUpstream() -> (any _CoFutureNode)? {
-        defer { _weakUpstream = nil }
-        return _weakUpstream
+        super.init(_pendingWithUpstream: source)
     }
 
     /// Waits for `inner` and completes with its result (the second half of `flatMap` and
@@ -134,7 +108,7 @@ class _DerivedFuture<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
     @inlinable
     final func _follow(_ inner: CoFuture<Value>, into queue: inout _DrainQueue) {
         guard inner !== self else { return }
-        if _linkWeakUpstream(inner) {
+        if _relinkUpstream(inner) {
             inner._add(.forward(self), into: &queue)
         } else {
             // This future was cancelled while the transform ran: nobody wants the new work.

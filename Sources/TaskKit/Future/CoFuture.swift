@@ -34,8 +34,8 @@ import Synchronization
 ///   cancelled in turn, because the cancellation error flows down to them.
 /// - **Nothing waits forever.** A pending future that is deallocated (typically a ``CoPromise``
 ///   dropped by its producer) completes its observers with ``CoFutureError/canceled``.
-///   A derived future refers to a promise weakly, so holding a derived future does not keep an
-///   abandoned promise alive. (Any other source is kept alive, while pending, by whatever will
+///   A derived future does not keep the future it came from alive, so holding it does not keep
+///   an abandoned promise alive. (Any other source is kept alive, while pending, by whatever will
 ///   complete it, and completes whenever what it depends on completes or is abandoned.)
 /// - **Bounded stack depth.** Completing a chain of any length, or a future with any number of
 ///   observers, recurses at most a few levels and runs the rest iteratively: a chain of
@@ -109,37 +109,35 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sen
         }
     }
 
-    // The future this one was derived from (or, for a `flatMap`, the inner future it waits for,
-    // or the future a promise forwards), which `cancel()` cancels in turn, is held weakly when
-    // it is a `CoPromise` or an inner future, so an abandoned promise is not kept alive (its
-    // `deinit` is what cancels the futures derived from it). That weak field lives only in the
-    // classes that can have such a link (`_DerivedFuture`, `CoPromise`; reached through
-    // `_storeWeakUpstream` and `_takeWeakUpstream`): a weak field costs every future a
-    // `swift_weakInit` and a `swift_weakDestroy` even while it is nil, and most futures are
-    // plain ones (completed ones, `map` of a settled future, task- and queue-backed ones).
-
-    /// The upstream link when the source is not a `CoPromise` (a derived future, or one completed
-    /// by its own task or queue), set only while this future is pending and cleared when it
-    /// completes or is cancelled. Guarded by `_lock`.
+    /// The future that ``cancel()`` cancels next: the one this future was derived from, the
+    /// inner future a `flatMap` now waits for, or the future a promise forwards. Set only while
+    /// this future is pending, cleared when it completes or is cancelled. Guarded by `_lock`.
     ///
-    /// `unowned(unsafe)`: no reference count, so linking and unlinking cost no atomic operation.
-    /// Sound because the link is read only under `_lock`, only while this future is pending, and
-    /// the source is then alive (strong count above zero, not deinitialising):
-    /// - This future is pending until the source runs the entry that completes it (the
-    ///   `.transform` registered by `map`/`flatMap`/`recover`); completing clears the link
-    ///   under `_lock`. Until then the entry is in the source's callback list (so the source is
-    ///   pending, or draining), or in a batch the source's drain is running, and a drain runs
-    ///   only while its caller holds the source (a batch entry, a drain step, a task or queue
-    ///   block, a `cancel()` loop variable).
-    /// - A pending source that is not a promise is always held by whatever will complete it:
-    ///   its own source's callback list or running batch, the inner future it follows, its
-    ///   `Task`, its queue's block (users cannot subclass `CoFuture`). So it is never
-    ///   deinitialised while pending, and its callbacks never run from its `deinit`.
-    /// Only a promise can be dropped while pending (by its producer); that is why a promise
-    /// source is linked weakly instead. The one reader, `_cancelReturningUpstream`, turns the
-    /// link into a strong reference (a retain) before releasing `_lock`.
+    /// Held without a reference count, so linking and unlinking cost nothing, and read with
+    /// `swift_tryRetain` (`_retainUpstream`), which yields a strong reference unless the target
+    /// has started to deinitialise. Both halves need an argument:
+    ///
+    /// - *The target's memory is allocated whenever the link is read.* It is read only under
+    ///   `_lock` and only while this future is pending. This future is pending until its target
+    ///   runs the entry that completes it (the `.transform` that `map`/`flatMap`/`recover`
+    ///   register on their source, the `.forward` that `flatMap` and `complete(with:)` register
+    ///   on the future they follow), and running that entry completes this future, which takes
+    ///   `_lock`. The target holds the entry in its callback list until it runs it: in a drain,
+    ///   while its caller holds the target; or, if the target is deallocated while pending, in
+    ///   its `deinit`, before its memory is freed. Between setting the link and registering
+    ///   the entry, the code doing both holds the target (`map`'s `self`, `_follow`'s `inner`,
+    ///   `complete(with:)`'s argument). So while we hold `_lock` and see this future pending,
+    ///   the target cannot have got past running our entry, and its memory is still allocated.
+    /// - *The target may be deinitialising* (a promise dropped by its producer: its `deinit`
+    ///   is about to complete this future with `.canceled`). A plain retain would then revive a
+    ///   dying object; `swift_tryRetain` fails instead, and the cancel does not go further up
+    ///   (the target's `deinit` cancels what it holds anyway).
+    ///
+    /// This replaces a `weak` reference, which cost the target a side table: an allocation,
+    /// and slow-path reference counting for the rest of its life (about 15% of the seed
+    /// workload's time).
     @usableFromInline @exclusivity(unchecked)
-    final unowned(unsafe) var _unownedUpstream: (any _CoFutureNode)?
+    final var _upstream: Unmanaged<AnyObject>?
 
     // Inlinable so that it is specialised with the subclass and convenience initialisers:
     // unspecialised, it looks up the generic metadata of every stored field on each call.
@@ -161,10 +159,10 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sen
 
     /// Creates a pending future whose upstream link is `upstream` (see `_DerivedFuture`).
     @inlinable
-    init(_pendingWithUnownedUpstream upstream: (any _CoFutureNode)?) {
+    init(_pendingWithUpstream upstream: AnyObject) {
         _state = Atomic(0)
         _error = nil
-        _unownedUpstream = upstream
+        _upstream = Unmanaged.passUnretained(upstream)
         super.init(_storing: nil)
     }
 
@@ -349,7 +347,7 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sen
         _lock.withLock {
             guard _state.load(ordering: .relaxed) & _StateBits.completed == 0 else { return false }
             _result = result
-            _unownedUpstream = nil
+            _upstream = nil
             _state.store(_StateBits.completed | _StateBits.draining, ordering: .releasing)  // last
             return true
         }
@@ -393,7 +391,7 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sen
             return
         }
         _result = result
-        _unownedUpstream = nil
+        _upstream = nil
         guard let first = _callbacks.first.take() else {
             _state.store(_StateBits.completed, ordering: .releasing)  // last; nothing to drain
             _lock.unlock()
@@ -438,30 +436,17 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sen
         }
     }
 
-    /// Replaces the upstream link with a weak link to `upstream` (an inner future a `flatMap`
-    /// now waits for, or the future a promise forwards) if the future is still pending; returns
-    /// whether it is pending. Only `_DerivedFuture` and `CoPromise` have a weak link to set.
+    /// Replaces the upstream link with `upstream` (an inner future a `flatMap` now waits for,
+    /// or the future a promise forwards) if the future is still pending; returns whether it is
+    /// pending. The caller must then register this future's `.forward` entry on `upstream`
+    /// (see `_upstream`).
     @inlinable
-    final func _linkWeakUpstream(_ upstream: any _CoFutureNode) -> Bool {
+    final func _relinkUpstream(_ upstream: AnyObject) -> Bool {
         _lock.withLock {
             guard _state.load(ordering: .relaxed) & _StateBits.completed == 0 else { return false }
-            _unownedUpstream = nil
-            _storeWeakUpstream(upstream)
+            _upstream = Unmanaged.passUnretained(upstream)
             return true
         }
-    }
-
-    /// Stores the weak upstream link; called under `_lock`. Only the futures that can have
-    /// one (`_DerivedFuture`, `CoPromise`) implement it.
-    @usableFromInline
-    func _storeWeakUpstream(_ upstream: any _CoFutureNode) {
-        preconditionFailure("\(type(of: self)) has no weak upstream link")
-    }
-
-    /// Returns and clears the weak upstream link; called under `_lock`.
-    @usableFromInline
-    func _takeWeakUpstream() -> (any _CoFutureNode)? {
-        nil
     }
 }
 
@@ -504,9 +489,8 @@ extension CoFuture: _CoFutureNode {
         let upstream: (any _CoFutureNode)?? = _lock.withLock {
             guard _state.load(ordering: .relaxed) & _StateBits.completed == 0 else { return .none }
             _result = .failure(CoFutureError.canceled)
-            // A strong reference, taken while the link is known to be valid (see its doc).
-            let upstream = _unownedUpstream ?? _takeWeakUpstream()  // never both set
-            _unownedUpstream = nil
+            let upstream = _upstream.flatMap(_retainUpstream)  // see `_upstream`
+            _upstream = nil
             _state.store(_StateBits.completed | _StateBits.draining, ordering: .releasing)  // last
             return .some(upstream)
         }

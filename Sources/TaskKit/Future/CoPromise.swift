@@ -10,13 +10,7 @@
 /// A promise that is released without being completed completes its observers (and the futures
 /// derived from it) with ``CoFutureError/canceled``, so nobody waits forever.
 public final class CoPromise<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
-    // Restates CoFuture's `@unchecked Sendable`: CoPromise's one stored property,
-    // `_forwardSource`, is guarded by the base class's lock like the inherited mutable state.
-
-    /// The future `complete(with: CoFuture)` forwards, held weakly (see CoFuture's
-    /// fields) so that ``cancel()`` can cancel it. Guarded by `_lock`.
-    @usableFromInline @exclusivity(unchecked)
-    final weak var _forwardSource: (any _CoFutureNode)?
+    // Restates CoFuture's `@unchecked Sendable`: CoPromise adds no stored properties.
 
     /// Creates a pending promise.
     @inlinable
@@ -56,18 +50,7 @@ public final class CoPromise<Value: Sendable>: CoFuture<Value>, @unchecked Senda
     /// - Parameter future: The future whose result to forward.
     @inlinable
     public func complete(with future: CoFuture<Value>) {
-        guard future !== self, _linkWeakUpstream(future) else { return }
+        guard future !== self, _relinkUpstream(future) else { return }
         future._add(.forward(self))
-    }
-
-    @usableFromInline
-    override func _storeWeakUpstream(_ upstream: any _CoFutureNode) {
-        _forwardSource = upstream
-    }
-
-    @usableFromInline
-    override func _takeWeakUpstream() -> (any _CoFutureNode)? {
-        defer { _forwardSource = nil }
-        return _forwardSource
     }
 }

@@ -219,6 +219,32 @@ struct CoFutureTests {
         #expect(started.elements.isEmpty)
     }
 
+    /// A derived future cancelled from inside its promise's `deinit` (by an observer of the
+    /// promise, which runs there) finds the promise deinitialising: reading its upstream link
+    /// fails (`_retainUpstream`, checked to be reached here) instead of reviving the promise, and
+    /// everything still ends cancelled exactly once. On one thread a plain retain would go
+    /// unnoticed here; the danger it guards against is another thread freeing the promise
+    /// while the retained reference is in use.
+    @Test(arguments: [false, true])
+    func cancellingADerivedFutureFromItsPromisesDeinitDoesNotReviveThePromise(observedWeakly: Bool) {
+        let derivedSlot = Mutex<CoFuture<Int>?>(nil)
+        let log = Log<String>()
+        weak var weakPromise: CoPromise<Int>?
+        var promise: CoPromise<Int>? = CoPromise<Int>()
+        if observedWeakly { weakPromise = promise }  // the promise then has a side table too
+        promise!.whenCanceled {
+            log.append("promise canceled")
+            derivedSlot.withLock { $0 }?.cancel()
+        }
+        let derived = promise!.map { $0 + 1 }
+        derived.whenCanceled { log.append("derived canceled") }
+        derivedSlot.withLock { $0 = derived }
+        promise = nil
+        #expect(derived.isCanceled)
+        #expect(log.elements == ["promise canceled", "derived canceled"])
+        #expect(weakPromise == nil)
+    }
+
     @Test func releasedPromiseCancelsItsObserversAndDerivedFutures() {
         let log = Log<String>()
         var promise: CoPromise<Int>? = CoPromise<Int>()
@@ -230,9 +256,8 @@ struct CoFutureTests {
         #expect(log.elements == ["promise observer", "derived observer"])
     }
 
-    // A derived future links to a derived source without a reference count and to a promise
-    // weakly (see `_unownedUpstream`); these pin that neither link keeps anything alive longer
-    // than it should.
+    // A derived future's link to its source holds no reference count (see `_upstream`); these
+    // pin that nothing is kept alive longer than it should be.
 
     @Test func aChainOverAnAbandonedPromiseIsCancelledAndFreed() {
         weak var weakPromise: CoPromise<Int>?
@@ -382,7 +407,7 @@ struct CoFutureTests {
     }
 
     @Test func cancellingAnErrorTransformOfAPendingPromiseCancelsThePromise() {
-        // _RecoverFuture links to a promise source weakly; cancel() must still reach it.
+        // _RecoverFuture's link to a promise source holds no count; cancel() must still reach it.
         let transforms: [(CoPromise<Int>) -> CoFuture<Int>] = [
             { $0.recover { _ in 0 } },
             { $0.mapError { $0 } },
@@ -637,11 +662,11 @@ struct CoFutureStressTests {
 
     /// Cancelling the tail of a chain races completing, or abandoning, the promise at its head.
     /// The futures in between are held only by the chain (each by its source's callback list),
-    /// which is what lets a derived future link to a non-promise source without a reference
-    /// count (`_unownedUpstream`). Every tail must end with exactly one result. Under the
-    /// sanitizers this is a smoke test for use after free, not a proof: the windows are narrow
-    /// (linking a *promise* without a count, which is wrong, went unnoticed in 50,000 rounds
-    /// under AddressSanitizer). The argument is the comment on `_unownedUpstream`.
+    /// and every upstream link holds no reference count (`CoFuture._upstream`). Every tail must
+    /// end with exactly one result. Under the sanitizers this is a smoke test for use after free,
+    /// not a proof: the windows are narrow (an earlier, deliberately wrong variant, reviving a
+    /// dropped promise with a plain retain, went unnoticed in 50,000 rounds under
+    /// AddressSanitizer). The argument is the comment on `_upstream`.
     @Test(.timeLimit(.minutes(2)))
     func cancellingChainTailsRacesCompletionAndAbandonmentOfTheirHeads() async {
         let rounds = 5_000
