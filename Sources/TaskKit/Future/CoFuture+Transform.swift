@@ -107,7 +107,13 @@ class _DerivedFuture<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
     /// `flatMapError`).
     @inlinable
     final func _follow(_ inner: CoFuture<Value>, into queue: inout _DrainQueue) {
-        guard inner !== self else { return }
+        guard inner !== self else {
+            // A future told to wait for itself never completes (as before). But its source has
+            // just run the entry that linked to it, so the link must go now: nothing keeps the
+            // source alive any more (see `_upstream`).
+            _lock.withLock { _upstream = nil }
+            return
+        }
         if _relinkUpstream(inner) {
             inner._add(.forward(self), into: &queue)
         } else {

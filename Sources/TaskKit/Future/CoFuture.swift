@@ -121,8 +121,9 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sen
     ///   `_lock` and only while this future is pending. This future is pending until its target
     ///   runs the entry that completes it (the `.transform` that `map`/`flatMap`/`recover`
     ///   register on their source, the `.forward` that `flatMap` and `complete(with:)` register
-    ///   on the future they follow), and running that entry completes this future, which takes
-    ///   `_lock`. The target holds the entry in its callback list until it runs it: in a drain,
+    ///   on the future they follow), and running that entry completes this future, re-links it
+    ///   to an inner future, or clears the link (a `flatMap` told to wait for itself), each
+    ///   under `_lock`. The target holds the entry in its callback list until it runs it: in a drain,
     ///   while its caller holds the target; or, if the target is deallocated while pending, in
     ///   its `deinit`, before its memory is freed. Between setting the link and registering
     ///   the entry, the code doing both holds the target (`map`'s `self`, `_follow`'s `inner`,
@@ -130,8 +131,12 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sen
     ///   the target cannot have got past running our entry, and its memory is still allocated.
     /// - *The target may be deinitialising* (a promise dropped by its producer: its `deinit`
     ///   is about to complete this future with `.canceled`). A plain retain would then revive a
-    ///   dying object; `swift_tryRetain` fails instead, and the cancel does not go further up
-    ///   (the target's `deinit` cancels what it holds anyway).
+    ///   dying object; `swift_tryRetain` fails instead, and the cancel goes no further up (there
+    ///   is nothing further: a target that has a link of its own while pending is held by what
+    ///   it links to, so only a promise with no link can be found deinitialising).
+    /// - The link is read *before* the releasing store that publishes this future's completed
+    ///   bit: once that bit is visible, the target's drain may skip our entry without the lock
+    ///   (`_isCompleted`) and free the target.
     ///
     /// This replaces a `weak` reference, which cost the target a side table: an allocation,
     /// and slow-path reference counting for the rest of its life (about 15% of the seed
@@ -486,15 +491,19 @@ extension CoFuture: _CoFutureNode {
 
     @inlinable
     final func _cancelReturningUpstream() -> (any _CoFutureNode)? {
-        let upstream: (any _CoFutureNode)?? = _lock.withLock {
+        let upstream: Unmanaged<AnyObject>?? = _lock.withLock {
             guard _state.load(ordering: .relaxed) & _StateBits.completed == 0 else { return .none }
             _result = .failure(CoFutureError.canceled)
-            let upstream = _upstream.flatMap(_retainUpstream)  // see `_upstream`
+            // Read before the completed bit is published (see `_upstream`).
+            let upstream = _upstream.flatMap(_retainUpstream)
             _upstream = nil
             _state.store(_StateBits.completed | _StateBits.draining, ordering: .releasing)  // last
             return .some(upstream)
         }
-        guard case .some(let next) = upstream else { return nil }
+        guard case .some(let retained) = upstream else { return nil }
+        // Taken after the lock (nothing is released there) and cast here (a conformance lookup);
+        // a link always points to a CoFuture.
+        let next = retained.map { $0.takeRetainedValue() as! any _CoFutureNode }
         var queue = _DrainQueue()
         _drain(into: &queue)
         queue.drainAll()

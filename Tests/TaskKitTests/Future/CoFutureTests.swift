@@ -245,6 +245,33 @@ struct CoFutureTests {
         #expect(weakPromise == nil)
     }
 
+    /// A `flatMap` whose transform returns the `flatMap` future itself waits for itself and never
+    /// completes; its source, having run the entry that linked to it, is then freed. Cancelling
+    /// the future later must not follow a link to the freed source (found by review: it used to,
+    /// and cancelled whatever object reused that memory).
+    @Test func cancellingAFlatMapThatWaitsForItselfDoesNotReachItsFreedSource() {
+        final class Slot: @unchecked Sendable {  // written once before the promise completes
+            var future: CoFuture<Int>?
+        }
+        let slot = Slot()
+        weak var weakSource: CoPromise<Int>?
+        let derived: CoFuture<Int>
+        do {
+            let source = CoPromise<Int>()
+            weakSource = source
+            derived = source.flatMap { _ in slot.future! }
+            slot.future = derived
+            source.success(1)
+        }
+        #expect(weakSource == nil)
+        #expect(derived.result == nil)  // waits for itself
+        let unrelated = (0..<64).map { _ in CoPromise<Int>() }  // may reuse the source's memory
+        derived.cancel()
+        #expect(derived.isCanceled)
+        #expect(unrelated.allSatisfy { $0.result == nil })
+        slot.future = nil
+    }
+
     @Test func releasedPromiseCancelsItsObserversAndDerivedFutures() {
         let log = Log<String>()
         var promise: CoPromise<Int>? = CoPromise<Int>()
