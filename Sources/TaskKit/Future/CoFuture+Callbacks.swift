@@ -128,9 +128,10 @@ struct _CallbackList<Value: Sendable>: Sendable {
     }
 }
 
-/// Completed futures whose callbacks still have to run. Completing a future never runs the
-/// callbacks of the futures it completes in turn; it pushes them here, and one loop drains them
-/// all, so chains of any length complete in constant stack depth.
+/// Completed futures whose callbacks still have to run. A callback that completes another
+/// future runs that future's callbacks at once only when it is the last of its batch and the
+/// recursion is shallow (`CoFuture._completeAndDrain`); otherwise it pushes the future here, and
+/// one loop drains them all, so chains of any length complete in bounded stack depth.
 @usableFromInline
 struct _DrainQueue {
     @usableFromInline var first: _Erased<Void>?
