@@ -1,5 +1,5 @@
 // The machinery behind CoFuture's callbacks: what a callback is, how a future's list of them is
-// stored, and the drain queue that runs a whole chain iteratively.
+// stored, and the drain queue that runs a whole chain in bounded stack depth.
 
 /// A future as seen by cancellation, independent of its value type. (Cancellation is not a hot
 /// path, so dispatching through this existential is fine.)
