@@ -90,8 +90,6 @@ struct _CallbackList<Value: Sendable>: Sendable {
 
     @inlinable init() {}
 
-    @inlinable var isEmpty: Bool { first == nil }
-
     @inlinable mutating func append(_ callback: consuming _Callback<Value>) {
         if first == nil {
             first = callback
@@ -114,18 +112,6 @@ struct _CallbackList<Value: Sendable>: Sendable {
         return taken
     }
 
-    @inlinable
-    consuming func run(_ result: Result<Value, any Error>, into queue: inout _DrainQueue) {
-        guard let first = first.take() else { return }
-        first.run(result, into: &queue)
-        guard let second = second.take() else { return }
-        second.run(result, into: &queue)
-        guard let third = third.take() else { return }
-        third.run(result, into: &queue)
-        for callback in rest {
-            callback.run(result, into: &queue)
-        }
-    }
 }
 
 /// Completed futures whose callbacks still have to run. A callback that completes another

@@ -207,13 +207,18 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sen
     /// Completes the callbacks of a future deallocated while pending.
     @usableFromInline
     final func _completeOrphans() {
-        let orphans: _CallbackList<Value> = _lock.withLock {
-            var callbacks = _CallbackList<Value>()
-            swap(&callbacks, &_callbacks)
-            return callbacks
+        _lock.lock()
+        guard let first = _callbacks.first.take() else {
+            _lock.unlock()
+            return
         }
+        let second = _callbacks.second.take()
+        let third = _callbacks.third.take()
+        let rest = _callbacks.takeRest()
+        _lock.unlock()
         var queue = _DrainQueue()
-        orphans.run(.failure(CoFutureError.canceled), into: &queue)
+        let canceled = Result<Value, any Error>.failure(CoFutureError.canceled)
+        _run(consume first, consume second, consume third, consume rest, with: canceled, into: &queue)
         queue.drainAll()
     }
 
