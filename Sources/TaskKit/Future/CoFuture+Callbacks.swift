@@ -102,6 +102,17 @@ struct _CallbackList<Value: Sendable>: Sendable {
         }
     }
 
+    /// Moves every callback out, leaving the list empty, or returns `nil` if it is empty. The
+    /// slots come out as separate values (not an emptied `_CallbackList`, whose destruction the
+    /// compiler routes through value witnesses).
+    @inlinable @inline(__always)
+    mutating func takeBatch() -> (
+        first: _Callback<Value>, second: _Callback<Value>?, third: _Callback<Value>?, rest: [_Callback<Value>]?
+    )? {
+        guard let first = first.take() else { return nil }
+        return (first, second.take(), third.take(), takeRest())
+    }
+
     /// Moves the overflow array out, or returns `nil` if it is empty (without touching the
     /// shared empty-array storage, whose retain and release an empty local would cost).
     @inlinable

@@ -208,14 +208,9 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sen
     @usableFromInline
     final func _completeOrphans() {
         _lock.lock()
-        guard let first = _callbacks.first.take() else {
-            _lock.unlock()
-            return
-        }
-        let second = _callbacks.second.take()
-        let third = _callbacks.third.take()
-        let rest = _callbacks.takeRest()
+        let orphans = _callbacks.takeBatch()
         _lock.unlock()
+        guard let (first, second, third, rest) = orphans else { return }
         var queue = _DrainQueue()
         let canceled = Result<Value, any Error>.failure(CoFutureError.canceled)
         _run(consume first, consume second, consume third, consume rest, with: canceled, into: &queue)
@@ -402,14 +397,11 @@ public class CoFuture<Value: Sendable>: _CoFutureStorage<Value?>, @unchecked Sen
         }
         _result = result
         _upstream = nil
-        guard let first = _callbacks.first.take() else {
+        guard let (first, second, third, rest) = _callbacks.takeBatch() else {
             _state.store(_StateBits.completed, ordering: .releasing)  // last; nothing to drain
             _lock.unlock()
             return
         }
-        let second = _callbacks.second.take()
-        let third = _callbacks.third.take()
-        let rest = _callbacks.takeRest()
         _state.store(_StateBits.completed | _StateBits.draining, ordering: .releasing)  // last
         _lock.unlock()
         queue.depth += 1
@@ -479,15 +471,12 @@ extension CoFuture: _CoFutureNode {
         while true {
             _lock.lock()
             guard _state.load(ordering: .relaxed) & _StateBits.completed != 0,
-                let first = _callbacks.first.take()
+                let (first, second, third, rest) = _callbacks.takeBatch()
             else {
                 _state.store(_state.load(ordering: .relaxed) & ~_StateBits.draining, ordering: .releasing)
                 _lock.unlock()
                 return
             }
-            let second = _callbacks.second.take()
-            let third = _callbacks.third.take()
-            let rest = _callbacks.takeRest()
             let result = _result.unsafelyUnwrapped  // completed: set, and never written again
             _lock.unlock()
             _run(consume first, consume second, consume third, consume rest, with: result, into: &queue)
