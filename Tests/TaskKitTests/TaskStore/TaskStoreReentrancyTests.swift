@@ -68,25 +68,37 @@ import TaskKit
     }
 
     @Test func aKeyWhoseHashingReadsTheStoreTrapsInsteadOfCorruptingIt() async {
-        // `Key.hash(into:)` runs inside the store's table accesses; Swift's exclusivity check on
-        // that table (kept on purpose) turns the overlapping read into a trap.
-        await #expect(processExitsWith: .failure) {
+        // `Key.hash(into:)` runs inside the store's table accesses; the store's guard on that
+        // table (`withMachine`) turns the overlapping read into a trap. Without it the read
+        // dereferences the table while the insertion has it moved out (a crash, or worse): the
+        // check on standard error tells the two failures apart.
+        let exit = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             await MainActor.run {
                 let store = TaskStore<StoreReadingKey>()
                 StoreReadingKey.store = store
                 store.addTask(forKey: StoreReadingKey(id: 1)) {}
             }
         }
+        let standardError = String(decoding: exit?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(standardError.contains("A key's Hashable conformance must not use the store it is a key of"))
     }
 }
 
 /// A pathological key: hashing it reads the store it is a key of.
 struct StoreReadingKey: Hashable, Sendable {
     @MainActor static var store: TaskStore<StoreReadingKey>?
+    @MainActor static var isReading = false
     var id: Int
 
     func hash(into hasher: inout Hasher) {
         hasher.combine(id)
-        MainActor.assumeIsolated { _ = Self.store?.runningKeys }
+        MainActor.assumeIsolated {
+            // Once, not recursively (`runningKeys` hashes the keys again): without the store's
+            // guard the read would then succeed and the process would exit normally.
+            guard !Self.isReading else { return }
+            Self.isReading = true
+            defer { Self.isReading = false }
+            _ = Self.store?.runningKeys
+        }
     }
 }
