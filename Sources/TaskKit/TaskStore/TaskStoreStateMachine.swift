@@ -53,6 +53,19 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
         func contains(id: UInt64) -> Bool {
             newest.id == id || older.contains { $0.id == id }
         }
+
+        /// Removes the slot with identity `id`, if tracked, unless it is the only one; returns
+        /// whether it is the only one (the key stops when it finishes).
+        @inlinable
+        mutating func removeSlot(id: UInt64) -> Bool {
+            if newest.id == id {
+                guard let promoted = older.popLast() else { return true }
+                newest = promoted
+            } else if let position = older.firstIndex(where: { $0.id == id }) {
+                older.remove(at: position)
+            }
+            return false
+        }
     }
 
     /// What `prepareAdd` decided.
@@ -156,16 +169,11 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
     @discardableResult
     mutating func finish(key: Key, id: UInt64, removingStoppedKey: Bool = false) -> FinishAction {
         guard let index = entries.index(forKey: key) else { return .none }
-        if entries.values[index].newest.id == id {
-            guard let promoted = entries.values[index].older.popLast() else {
-                if removingStoppedKey { entries.remove(at: index) }
-                return .stopKey
-            }
-            entries.values[index].newest = promoted
-        } else if let position = entries.values[index].older.firstIndex(where: { $0.id == id }) {
-            entries.values[index].older.remove(at: position)
-        }
-        return .none
+        // A mutating call through `values` works on the entry in place; reading
+        // `entries.values[index].newest.id` would copy the entry out (retaining and releasing it).
+        guard entries.values[index].removeSlot(id: id) else { return .none }
+        if removingStoppedKey { entries.remove(at: index) }
+        return .stopKey
     }
 
     /// Removes the entry of a key whose last task finished (after `finish` returned `.stopKey`).
