@@ -4,7 +4,7 @@
 //
 // Run all:   cd Benchmarks && swift package --disable-sandbox benchmark
 // Run one:   cd Benchmarks && swift package --disable-sandbox benchmark --target CoFutureBenchmarks
-// Instructions per iteration of the CoFuture workload (callgrind): ./instruction-counts.sh
+// Instructions per iteration of the CoFuture and TaskStore workloads (callgrind): ./instruction-counts.sh
 import PackageDescription
 
 let benchmarkPlugin: [Target.PluginUsage] = [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
@@ -31,11 +31,13 @@ let package = Package(
                 .product(name: "OpenCombine", package: "OpenCombine"),
             ]
         ),
-        // `./instruction-counts.sh`: instructions per iteration under callgrind.
+        // `./instruction-counts.sh`: instructions per iteration under callgrind (CoFuture and its
+        // peers; TaskStore against a bare `Task`).
         .executableTarget(
             name: "InstructionCounts",
             dependencies: [
                 "SeedWorkloads",
+                .product(name: "TaskKit", package: "TaskKit"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "OpenCombine", package: "OpenCombine"),
             ]
