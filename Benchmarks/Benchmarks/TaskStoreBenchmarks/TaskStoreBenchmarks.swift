@@ -45,6 +45,17 @@ import TaskKit
         }
     }
 
+    /// A bare `Task` written in the model running the `@concurrent` operation, `count` times: it
+    /// inherits the model's actor, starts there, hops off for the operation and back.
+    func bareConcurrentRoundTrips(_ count: Int) async {
+        for _ in 0..<count { await Task { await operation() }.value }
+    }
+
+    /// The store running the `@concurrent` operation, `count` times (the same trips).
+    func storeConcurrentRoundTrips(_ count: Int) async {
+        for _ in 0..<count { await store.addTask(forKey: 0, operation: operation).value }
+    }
+
     /// Reads the store once, as a view does: from then on every key that starts or stops goes
     /// through the observation registrar (`willSet`/`didSet`), whether or not anyone observes.
     func readStoreOnce() -> Bool {
@@ -144,6 +155,17 @@ let benchmarks: @Sendable () -> Void = {
         let model = await ModelBench()
         blackHole(await model.readStoreOnce())
         await model.storeRoundTrips(benchmark.scaledIterations.count)
+    }
+
+    Benchmark("Model: bare Task { await operation() } + await, a @concurrent operation (x1000)", configuration: perOperation) {
+        benchmark in
+        let model = await ModelBench()
+        await model.bareConcurrentRoundTrips(benchmark.scaledIterations.count)
+    }
+    Benchmark("Model: TaskStore.addTask(operation:) + await, a @concurrent operation (x1000)", configuration: perOperation) {
+        benchmark in
+        let model = await ModelBench()
+        await model.storeConcurrentRoundTrips(benchmark.scaledIterations.count)
     }
 
     let bare = StoreBench()

@@ -47,9 +47,23 @@ let concurrentOperation: @Sendable () async -> Void = {}
         await store(n)
     }
 
-    /// A nonisolated bare `Task` running the `@concurrent` operation, `n` times.
+    /// A nonisolated bare `Task` running the `@concurrent` operation, `n` times (as in
+    /// `TaskStoreBenchmarks`, where the bare `Task` captures nothing isolated).
     func bareConcurrent(_ n: Int) async {
+        for _ in 0..<n { await Self.nonisolatedTask().value }
+    }
+
+    /// A bare `Task` written in the model running the `@concurrent` operation, `n` times: it
+    /// inherits the model's actor, so it makes the same switches off the actor and back as the
+    /// store's task.
+    func modelBareConcurrent(_ n: Int) async {
         for _ in 0..<n { await Task { await concurrentOperation() }.value }
+    }
+
+    /// A `Task` created outside the global actor, so it starts on the global executor: written
+    /// in the class's body, it would inherit `@CountedModelActor`.
+    nonisolated static func nonisolatedTask() -> Task<Void, Never> {
+        Task { await concurrentOperation() }
     }
 
     /// The store running the `@concurrent` operation, `n` times.
@@ -70,6 +84,7 @@ enum TaskStoreWorkload: String {
     case storeRead = "taskstore-read"
     case bareFlagged = "taskstore-flag-bare"
     case bareConcurrent = "taskstore-concurrent-bare"
+    case modelBareConcurrent = "taskstore-concurrent-model-bare"
     case storeConcurrent = "taskstore-concurrent"
 
     /// Runs the workload `n` times.
@@ -81,6 +96,7 @@ enum TaskStoreWorkload: String {
         case .storeRead: await model.storeRead(n)
         case .bareFlagged: await model.bareFlagged(n)
         case .bareConcurrent: await model.bareConcurrent(n)
+        case .modelBareConcurrent: await model.modelBareConcurrent(n)
         case .storeConcurrent: await model.storeConcurrent(n)
         }
     }
