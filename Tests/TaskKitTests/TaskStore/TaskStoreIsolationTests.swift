@@ -109,6 +109,19 @@ actor OtherActor {
         }
         #expect(result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) }?.contains("use one result type per key with .preferPrevious") == true)
     }
+
+    @Test func preferPreviousOverATaskOfAnotherSuccessTypeTrapsNamingBothTypes() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            await MainActor.run {
+                let store = TaskStore<Int>()
+                store.addTask(forKey: 1) { () async throws -> String in "running" }
+                store.addTask(forKey: 1, duplicateKeyBehavior: .preferPrevious) { () async throws -> Int in 1 }
+            }
+        }
+        let stderr = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) } ?? ""
+        #expect(stderr.contains("is running a Task<String, "))
+        #expect(stderr.contains("cannot be returned as Task<Int, "))
+    }
 }
 
 extension StoreOwner {
