@@ -1,4 +1,4 @@
-// swift-tools-version: 6.1
+// swift-tools-version: 6.2
 // The benchmarks live in their own package so ordo-one/benchmark (and the peers measured
 // against: swift-nio, OpenCombine) stay out of TaskKit's own build.
 //
