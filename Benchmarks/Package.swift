@@ -20,8 +20,9 @@ let package = Package(
         .package(url: "https://github.com/swhitty/FlyingFox.git", from: "0.27.0"),
     ],
     targets: [
-        // The seed's CoFuture workload for CoFuture, NIO and OpenCombine, shared by the benchmark
-        // and by the callgrind driver so both measure the same code.
+        // The seed's CoFuture workload for CoFuture, NIO and OpenCombine, and TaskStore's workloads
+        // with their bare `Task` baselines, shared by the benchmarks and by the callgrind driver so
+        // both measure the same code.
         .target(
             name: "SeedWorkloads",
             dependencies: [
@@ -37,7 +38,6 @@ let package = Package(
             name: "InstructionCounts",
             dependencies: [
                 "SeedWorkloads",
-                .product(name: "TaskKit", package: "TaskKit"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "OpenCombine", package: "OpenCombine"),
             ]
@@ -65,8 +65,8 @@ let package = Package(
         .executableTarget(
             name: "TaskStoreBenchmarks",
             dependencies: [
+                "SeedWorkloads",
                 .product(name: "Benchmark", package: "benchmark"),
-                .product(name: "TaskKit", package: "TaskKit"),
             ],
             path: "Benchmarks/TaskStoreBenchmarks",
             plugins: benchmarkPlugin

@@ -36,7 +36,7 @@ done
 echo
 printf '%-32s %s\n' workload "instructions/round trip (n=$n, least of 5 runs)"
 for workload in taskstore-bare taskstore taskstore-flag-bare taskstore-read \
-    taskstore-concurrent-bare taskstore-concurrent-model-bare taskstore-concurrent; do
+    taskstore-concurrent-bare taskstore-concurrent taskstore-actor-bare taskstore-actor; do
     best=""
     for _ in 1 2 3 4 5; do
         value=$(per_iteration "$workload")

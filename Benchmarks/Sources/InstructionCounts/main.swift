@@ -13,7 +13,8 @@ import SeedWorkloads
 
 let arguments = CommandLine.arguments
 guard arguments.count == 3, let iterations = Int(arguments[2]), iterations >= 0 else {
-    print("usage: InstructionCounts cofuture|nio|opencombine|taskstore[-bare|-read|-flag-bare|-concurrent[-bare|-model-bare]] ITERATIONS")
+    print("usage: InstructionCounts WORKLOAD ITERATIONS; WORKLOAD is cofuture, nio, opencombine or one of")
+    print(TaskStoreWorkload.allCases.map(\.rawValue).joined(separator: ", "))
     exit(2)
 }
 
@@ -38,7 +39,8 @@ func runCoFutureWorkload(_ name: String, _ iterations: Int) throws -> Bool {
 
 if try !runCoFutureWorkload(arguments[1], iterations) {
     guard let workload = TaskStoreWorkload(rawValue: arguments[1]) else {
-        print("unknown workload \(arguments[1]); expected cofuture, nio, opencombine or taskstore[-bare|-read|-flag-bare|-concurrent[-bare|-model-bare]]")
+        print("unknown workload \(arguments[1]); expected cofuture, nio, opencombine or one of")
+        print(TaskStoreWorkload.allCases.map(\.rawValue).joined(separator: ", "))
         exit(2)
     }
     // Waited for on the main thread with a semaphore: under valgrind, an `async` top level
