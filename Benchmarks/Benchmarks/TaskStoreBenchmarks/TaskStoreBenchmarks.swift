@@ -37,12 +37,12 @@ let benchmarks: @Sendable () -> Void = {
         await model.storeRoundTrips(benchmark.scaledIterations.count)
     }
 
-    Benchmark("Model: bare Task { await operation() } + await, a @concurrent operation (x1000)", configuration: perOperation) {
+    Benchmark("Model: bare Task { await concurrentOperation() } + await (x1000)", configuration: perOperation) {
         benchmark in
         let model = await ModelBench()
         await model.bareConcurrentRoundTrips(benchmark.scaledIterations.count)
     }
-    Benchmark("Model: TaskStore.addTask(operation:) + await, a @concurrent operation (x1000)", configuration: perOperation) {
+    Benchmark("Model: TaskStore.addTask(operation: concurrentOperation) + await (x1000)", configuration: perOperation) {
         benchmark in
         let model = await ModelBench()
         await model.storeConcurrentRoundTrips(benchmark.scaledIterations.count)

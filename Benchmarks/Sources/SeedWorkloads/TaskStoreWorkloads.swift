@@ -49,12 +49,12 @@ import TaskKit
     /// A bare `Task` written in the model running the `@concurrent` operation, `count` times: it
     /// inherits the model's actor, starts there, hops off for the operation and back.
     public func bareConcurrentRoundTrips(_ count: Int) async {
-        for _ in 0..<count { await Task { await operation() }.value }
+        for _ in 0..<count { await Task { await concurrentOperation() }.value }
     }
 
     /// The store running the `@concurrent` operation, `count` times (the same trips).
     public func storeConcurrentRoundTrips(_ count: Int) async {
-        for _ in 0..<count { await store.addTask(forKey: 0, operation: operation).value }
+        for _ in 0..<count { await store.addTask(forKey: 0, operation: concurrentOperation).value }
     }
 
     /// Reads the store once, as a view does: from then on every key that starts or stops goes
@@ -72,9 +72,11 @@ import TaskKit
 }
 
 /// An operation that leaves the actor: a `@concurrent` closure value, the same for the store and
-/// for a bare `Task`. The bare `Task` (nonisolated: it captures nothing isolated) runs it where it
-/// starts; the store's task starts on the actor, hops off for it and back to remove its entry.
-public let operation: @Sendable () async -> Void = {}
+/// for a bare `Task`. The store's task starts on the actor, hops off for it and back to remove its
+/// entry. A bare `Task` written in `ModelBench` inherits the global actor and makes the same
+/// hops; one written in `StoreBench` is nonisolated (it captures nothing isolated) and runs the
+/// operation where it starts.
+public let concurrentOperation: @Sendable () async -> Void = {}
 
 /// Owns one store; every call runs on this actor, as a store requires.
 public actor StoreBench {
@@ -83,21 +85,21 @@ public actor StoreBench {
 
     public init() {}
 
-    /// Creates a bare `Task` and awaits it, `count` times.
+    /// Creates a bare (nonisolated) `Task` and awaits it, `count` times.
     public func bareRoundTrips(_ count: Int) async {
-        for _ in 0..<count { await Task { await operation() }.value }
+        for _ in 0..<count { await Task { await concurrentOperation() }.value }
     }
 
     /// Adds a task under one key and awaits it, `count` times (the key starts and stops each time).
     public func storeRoundTrips(_ count: Int, key: Int = 0) async {
-        for _ in 0..<count { await store.addTask(forKey: key, operation: operation).value }
+        for _ in 0..<count { await store.addTask(forKey: key, operation: concurrentOperation).value }
     }
 
     /// Creates `count` bare tasks, then awaits them all.
     public func bareBatch(_ count: Int) async {
         var tasks: [Task<Void, Never>] = []
         tasks.reserveCapacity(count)
-        for _ in 0..<count { tasks.append(Task { await operation() }) }
+        for _ in 0..<count { tasks.append(Task { await concurrentOperation() }) }
         for task in tasks { await task.value }
     }
 
@@ -105,7 +107,7 @@ public actor StoreBench {
     public func storeBatch(_ count: Int) async {
         var tasks: [Task<Void, Never>] = []
         tasks.reserveCapacity(count)
-        for key in 0..<count { tasks.append(store.addTask(forKey: key, operation: operation)) }
+        for key in 0..<count { tasks.append(store.addTask(forKey: key, operation: concurrentOperation)) }
         for task in tasks { await task.value }
     }
 
