@@ -14,38 +14,31 @@ let benchmarks: @Sendable () -> Void = {
 
     // MARK: addTask against a bare Task
 
-    Benchmark("Model: bare Task { await self.doThing() } + await (x1000)", configuration: perOperation) {
-        benchmark in
-        let model = await ModelBench()
-        await model.bareRoundTrips(benchmark.scaledIterations.count)
-    }
-    Benchmark("Model: TaskStore.addTask { await self.doThing() } + await (x1000)", configuration: perOperation) {
-        benchmark in
-        let model = await ModelBench()
-        await model.storeRoundTrips(benchmark.scaledIterations.count)
-    }
-    Benchmark("Model: bare Task { flag; await self.doThing(); flag } + await (x1000)", configuration: perOperation) {
-        benchmark in
-        let model = await ModelBench()
-        let flag = await ObservableFlag()
-        await model.bareFlaggedRoundTrips(benchmark.scaledIterations.count, flag: flag)
-    }
-    Benchmark("Model: TaskStore.addTask { await self.doThing() } + await, store read (x1000)", configuration: perOperation) {
-        benchmark in
-        let model = await ModelBench()
-        blackHole(await model.readStoreOnce())
-        await model.storeRoundTrips(benchmark.scaledIterations.count)
+    /// A benchmark that runs `body` with a new `ModelBench` and the sample's operation count.
+    func modelBenchmark(_ name: String, _ body: @escaping @Sendable (ModelBench, Int) async -> Void) {
+        Benchmark("Model: \(name) (x1000)", configuration: perOperation) { benchmark in
+            await body(await ModelBench(), benchmark.scaledIterations.count)
+        }
     }
 
-    Benchmark("Model: bare Task { await concurrentOperation() } + await (x1000)", configuration: perOperation) {
-        benchmark in
-        let model = await ModelBench()
-        await model.bareConcurrentRoundTrips(benchmark.scaledIterations.count)
+    modelBenchmark("bare Task { await self.doThing() } + await") { model, count in
+        await model.bareRoundTrips(count)
     }
-    Benchmark("Model: TaskStore.addTask(operation: concurrentOperation) + await (x1000)", configuration: perOperation) {
-        benchmark in
-        let model = await ModelBench()
-        await model.storeConcurrentRoundTrips(benchmark.scaledIterations.count)
+    modelBenchmark("TaskStore.addTask { await self.doThing() } + await") { model, count in
+        await model.storeRoundTrips(count)
+    }
+    modelBenchmark("bare Task { flag; await self.doThing(); flag } + await") { model, count in
+        await model.bareFlaggedRoundTrips(count, flag: await ObservableFlag())
+    }
+    modelBenchmark("TaskStore.addTask { await self.doThing() } + await, store read") { model, count in
+        blackHole(await model.readStoreOnce())
+        await model.storeRoundTrips(count)
+    }
+    modelBenchmark("bare Task { await concurrentOperation() } + await") { model, count in
+        await model.bareConcurrentRoundTrips(count)
+    }
+    modelBenchmark("TaskStore.addTask(operation: concurrentOperation) + await") { model, count in
+        await model.storeConcurrentRoundTrips(count)
     }
 
     let bare = StoreBench()
