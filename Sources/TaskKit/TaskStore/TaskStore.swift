@@ -57,7 +57,11 @@ public final class TaskStore<Key: Hashable & Sendable> {
     /// access set; three accesses per `addTask` round trip, 15% of the store's overhead), and
     /// `withMachine`'s flag makes it redundant: all accesses happen on the owning actor, one at a
     /// time unless user code runs inside one, and the only user code that can (a `Key`'s
-    /// `hash(into:)` or `==`) finds the flag set and traps before touching the table.
+    /// `hash(into:)` or `==`) finds the flag set and traps before touching the table. No other
+    /// user code runs inside: an access never destroys a key (a removed key is handed out and
+    /// destroyed after the access, see `removeFinished`), nor the last reference to a task (the
+    /// table holds only tasks whose body has not finished, and a running task keeps itself), and
+    /// cancellation, logging and observation calls all happen outside.
     @ObservationIgnored @usableFromInline @exclusivity(unchecked) var machine = Machine()
     /// Whether ``withMachine(_:)`` is running; see `machine`. Same isolation argument as
     /// `isObserved`.
@@ -381,14 +385,18 @@ public final class TaskStore<Key: Hashable & Sendable> {
     /// Runs on the store's actor when a task it started finishes.
     @inlinable
     func taskFinished(key: Key, id: UInt64) {
+        // `removeFinished` hands the removed key out of the table access, so it is destroyed
+        // here, after the access (a key's `deinit` is user code).
         guard isObserved else {
             // Nobody can be observing: finish and remove a stopped key in one access and lookup.
-            _ = withMachine { $0.finish(key: key, id: id, removingStoppedKey: true) }
+            _ = withMachine { $0.removeFinished(key: key, id: id) }
             return
         }
         if withMachine({ $0.finish(key: key, id: id) }) == .stopKey {
             notifyingMutation {
-                withMachine { $0.removeKey(key) }
+                // The observers' `willSet` has run: if it added a task under the key, the key
+                // keeps running and only this task's slot goes.
+                _ = withMachine { $0.removeFinished(key: key, id: id) }
             }
         }
     }

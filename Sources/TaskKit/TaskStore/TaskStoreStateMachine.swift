@@ -2,8 +2,7 @@
 /// and cancelling mean. A pure value type with no concurrency and no user code, so every rule is
 /// unit-testable; the store performs the returned actions.
 ///
-/// `Handle` is the stored task handle (an existential over `Task` in the store, a plain value in
-/// tests). Task identity is a per-store counter, not the handle: a finishing task removes only its
+/// `Handle` is the stored task handle (``TaskStoreHandle`` in the store, a plain value in tests). Task identity is a per-store counter, not the handle: a finishing task removes only its
 /// own slot, never a newer task that replaced it under the same key.
 @usableFromInline
 struct TaskStoreStateMachine<Key: Hashable, Handle> {
@@ -92,7 +91,7 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
         /// running; its slot, if any, has been removed.
         case none
         /// The task was the last one under its key. The entry is still present: the store calls
-        /// `removeKey` inside its observation mutation so observers see the change.
+        /// `removeFinished` inside its observation mutation so observers see the change.
         case stopKey
     }
 
@@ -161,25 +160,32 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
         }
     }
 
-    /// A task finished. Removes its slot if it is still tracked; reports `.stopKey` when it is the
-    /// last task of its key. The entry of a stopped key is removed too if `removingStoppedKey`
-    /// (the store passes `true` when nobody observes it); otherwise it stays until `removeKey`, so
-    /// the store can remove it inside its observation mutation.
+    /// A task finished. Removes its slot if it is still tracked, unless it is the last task of its
+    /// key: then it reports `.stopKey` and leaves the entry as it is, so the store can remove it
+    /// with `removeFinished` inside its observation mutation (observers are told before the
+    /// change).
     @inlinable
-    @discardableResult
-    mutating func finish(key: Key, id: UInt64, removingStoppedKey: Bool = false) -> FinishAction {
+    mutating func finish(key: Key, id: UInt64) -> FinishAction {
         guard let index = entries.index(forKey: key) else { return .none }
         // A mutating call through `values` works on the entry in place; reading
         // `entries.values[index].newest.id` would copy the entry out (retaining and releasing it).
-        guard entries.values[index].removeSlot(id: id) else { return .none }
-        if removingStoppedKey { entries.remove(at: index) }
-        return .stopKey
+        return entries.values[index].removeSlot(id: id) ? .stopKey : .none
     }
 
-    /// Removes the entry of a key whose last task finished (after `finish` returned `.stopKey`).
+    /// A task finished: removes its slot if it is still tracked and, if no other task is tracked
+    /// under `key`, the key's entry, returning the key the entry held. (The store calls it on its
+    /// own when nobody observes it, or after `finish` reported `.stopKey`; in between an observer
+    /// may have added a task under the key, which then stays.)
+    ///
+    /// The caller destroys the returned key after its table access: it can be the last copy of a
+    /// key instance (the dictionary keeps the first of equal keys), and destroying that runs the
+    /// key's `deinit`, which is user code. (The entry's tasks are destroyed here: each is still
+    /// running, so releasing it never frees it.)
     @inlinable
-    mutating func removeKey(_ key: Key) {
-        entries.removeValue(forKey: key)
+    mutating func removeFinished(key: Key, id: UInt64) -> Key? {
+        guard let index = entries.index(forKey: key) else { return nil }
+        guard entries.values[index].removeSlot(id: id) else { return nil }
+        return entries.remove(at: index).key
     }
 
     /// The tasks tracked under `key`, to cancel them.

@@ -67,6 +67,53 @@ import TaskKit
         #expect(holder.store.runningKeys.isEmpty)
     }
 
+    @Test(.timeLimit(.minutes(1)))
+    func aTaskAddedFromAnObserversChangeHandlerWhileItsKeyStopsStaysTracked() async {
+        let holder = ReentrantStoreHolder()
+        let outerRelease = Gate(), reentrantRelease = Gate()
+        let outer = holder.store.addTask(forKey: 1) { await outerRelease.wait() }
+        withObservationTracking {
+            _ = holder.store.taskIsRunning(forKey: 1)
+        } onChange: {
+            // `willSet`: runs inside the outer task's finish, just before key 1 is removed.
+            MainActor.assumeIsolated {
+                guard !holder.reentered else { return }
+                holder.reentered = true
+                _ = holder.store.addTask(forKey: 1) { await reentrantRelease.wait() }
+            }
+        }
+        outerRelease.open()
+        await outer.value
+        #expect(holder.reentered, "the handler ran when the key stopped")
+        #expect(holder.store.taskIsRunning(forKey: 1), "the task added from the handler still runs")
+        reentrantRelease.open()
+        while holder.store.taskIsRunning(forKey: 1) { await Task.yield() }
+        #expect(holder.store.runningKeys.isEmpty)
+    }
+
+    @Test func aKeyWhoseDeinitReadsTheStoreRunsOutsideTheTableAccess() async {
+        // The table keeps the first of two equal keys; when the task that replaced the first
+        // one finishes, removing the entry destroys that key, and its `deinit` (user code) reads
+        // the store. That must happen after the table access, not trap inside it.
+        await #expect(processExitsWith: .success) {
+            await MainActor.run {
+                let store = TaskStore<TokenKey>()
+                TokenKey.Token.store = store
+                let first = store.addTask(forKey: TokenKey(id: 1, token: TokenKey.Token())) {
+                    _ = try? await Task.sleep(for: .seconds(60))
+                }
+                _ = store.addTask(forKey: TokenKey(id: 1, token: TokenKey.Token())) {
+                    await first.value  // the replaced task (cancelled) ends first
+                }
+            }
+            while await MainActor.run(body: { TokenKey.Token.store?.runningKeys.isEmpty == false }) {
+                await Task.yield()
+            }
+            let readTheStore = await MainActor.run { TokenKey.Token.deinitReadTheStore }
+            precondition(readTheStore, "the first key's deinit did not run")
+        }
+    }
+
     @Test func aKeyWhoseHashingReadsTheStoreTrapsInsteadOfCorruptingIt() async {
         // `Key.hash(into:)` runs inside the store's table accesses; the store's guard on that
         // table (`withMachine`) turns the overlapping read into a trap. Without it the read
@@ -101,4 +148,25 @@ struct StoreReadingKey: Hashable, Sendable {
             _ = Self.store?.runningKeys
         }
     }
+}
+
+/// A key whose equality and hash ignore `token`, a class whose `deinit` reads the store.
+struct TokenKey: Hashable, Sendable {
+    final class Token: Sendable {
+        @MainActor static var store: TaskStore<TokenKey>?
+        @MainActor static var deinitReadTheStore = false
+
+        deinit {
+            MainActor.assumeIsolated {
+                _ = Self.store?.runningKeys
+                Self.deinitReadTheStore = true
+            }
+        }
+    }
+
+    var id: Int
+    var token: Token
+
+    static func == (lhs: Self, rhs: Self) -> Bool { lhs.id == rhs.id }
+    func hash(into hasher: inout Hasher) { hasher.combine(id) }
 }

@@ -75,7 +75,7 @@ import Testing
         #expect(machine.isRunning("k"))
         #expect(machine.finish(key: "k", id: b) == .stopKey)
         #expect(machine.isRunning("k"), "the entry stays until the store removes it inside its mutation")
-        machine.removeKey("k")
+        #expect(machine.removeFinished(key: "k", id: b) == "k")
         #expect(!machine.isRunning("k"))
     }
 
@@ -95,10 +95,22 @@ import Testing
         var machine = Machine()
         let a = start(&machine, "k", "A", .runConcurrently)
         let b = start(&machine, "k", "B", .runConcurrently)
-        #expect(machine.finish(key: "k", id: b, removingStoppedKey: true) == .none)
+        #expect(machine.removeFinished(key: "k", id: b) == nil)
         #expect(machine.tasks(forKey: "k")?.handles == ["A"], "a key that keeps running keeps its entry")
-        #expect(machine.finish(key: "k", id: a, removingStoppedKey: true) == .stopKey)
+        #expect(machine.removeFinished(key: "k", id: a) == "k", "the removed key is handed out")
         #expect(!machine.isRunning("k"))
+    }
+
+    @Test(arguments: [TaskStoreDuplicateKeyBehavior.cancelPrevious(wait: false), .wait, .runConcurrently])
+    func aKeyThatGainsATaskBetweenStoppingAndRemovalKeepsIt(behavior: TaskStoreDuplicateKeyBehavior) {
+        // An observer's `willSet` handler, which runs between `finish` and `removeFinished`,
+        // adds a task under the stopping key.
+        var machine = Machine()
+        let a = start(&machine, "k", "A", .wait)
+        #expect(machine.finish(key: "k", id: a) == .stopKey)
+        start(&machine, "k", "B", behavior)
+        #expect(machine.removeFinished(key: "k", id: a) == nil)
+        #expect(machine.tasks(forKey: "k")?.handles == ["B"])
     }
 
     @Test func runConcurrentlyTracksEveryTaskUntilTheLastFinishes() {
@@ -151,7 +163,7 @@ import Testing
         let a = start(&machine, "a", "A", .cancelPrevious(wait: false))
         start(&machine, "b", "B", .cancelPrevious(wait: false))
         #expect(machine.finish(key: "a", id: a) == .stopKey)
-        machine.removeKey("a")
+        #expect(machine.removeFinished(key: "a", id: a) != nil)
         #expect(Set(machine.entries.keys) == ["b"])
     }
 }
