@@ -2,8 +2,9 @@
 /// and cancelling mean. A pure value type with no concurrency and no user code, so every rule is
 /// unit-testable; the store performs the returned actions.
 ///
-/// `Handle` is the stored task handle (``TaskStoreHandle`` in the store, a plain value in tests). Task identity is a per-store counter, not the handle: a finishing task removes only its
-/// own slot, never a newer task that replaced it under the same key.
+/// `Handle` is the stored task handle (``TaskStoreHandle`` in the store, a plain value in tests).
+/// Task identity is a per-store counter, not the handle: a finishing task removes only its own
+/// slot, never a newer task that replaced it under the same key.
 @usableFromInline
 struct TaskStoreStateMachine<Key: Hashable, Handle> {
     /// One tracked task.
