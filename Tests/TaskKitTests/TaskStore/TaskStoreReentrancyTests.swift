@@ -9,6 +9,21 @@ import TaskKit
     /// Set by a handler when it re-enters, so it does so once: the registrar calls a tracking
     /// handler again if the handler's own change notifies before the tracking is cancelled.
     var reentered = false
+
+    /// Observes key 1; on the next change of the store (the registrar's `willSet`, which runs
+    /// synchronously inside the store's update) adds a task under key 1 that waits for
+    /// `release`, once.
+    func addTaskOnNextChange(waitingFor release: Gate) {
+        withObservationTracking {
+            _ = store.taskIsRunning(forKey: 1)
+        } onChange: { [self] in
+            MainActor.assumeIsolated {
+                guard !reentered else { return }
+                reentered = true
+                _ = store.addTask(forKey: 1) { await release.wait() }
+            }
+        }
+    }
 }
 
 /// User code that the store runs synchronously in the middle of `addTask` (a previous task's
@@ -48,16 +63,8 @@ import TaskKit
     func aTaskAddedFromAnObserversChangeHandlerStaysTracked() async {
         let holder = ReentrantStoreHolder()
         let outerRelease = Gate(), reentrantRelease = Gate()
-        withObservationTracking {
-            _ = holder.store.taskIsRunning(forKey: 1)
-        } onChange: {
-            // `willSet`: runs inside `addTask`, just before the key is recorded as running.
-            MainActor.assumeIsolated {
-                guard !holder.reentered else { return }
-                holder.reentered = true
-                _ = holder.store.addTask(forKey: 1) { await reentrantRelease.wait() }
-            }
-        }
+        // Runs inside the next `addTask`, just before the key is recorded as running.
+        holder.addTaskOnNextChange(waitingFor: reentrantRelease)
         let outer = holder.store.addTask(forKey: 1) { await outerRelease.wait() }
         outerRelease.open()
         await outer.value
@@ -72,16 +79,8 @@ import TaskKit
         let holder = ReentrantStoreHolder()
         let outerRelease = Gate(), reentrantRelease = Gate()
         let outer = holder.store.addTask(forKey: 1) { await outerRelease.wait() }
-        withObservationTracking {
-            _ = holder.store.taskIsRunning(forKey: 1)
-        } onChange: {
-            // `willSet`: runs inside the outer task's finish, just before key 1 is removed.
-            MainActor.assumeIsolated {
-                guard !holder.reentered else { return }
-                holder.reentered = true
-                _ = holder.store.addTask(forKey: 1) { await reentrantRelease.wait() }
-            }
-        }
+        // Runs inside the outer task's finish, just before key 1 is removed.
+        holder.addTaskOnNextChange(waitingFor: reentrantRelease)
         outerRelease.open()
         await outer.value
         #expect(holder.reentered, "the handler ran when the key stopped")
