@@ -12,9 +12,9 @@ import OpenCombine
 import SeedWorkloads
 
 let arguments = CommandLine.arguments
+let workloads = "cofuture, nio, opencombine, " + TaskStoreWorkload.allCases.map(\.rawValue).joined(separator: ", ")
 guard arguments.count == 3, let iterations = Int(arguments[2]), iterations >= 0 else {
-    print("usage: InstructionCounts WORKLOAD ITERATIONS; WORKLOAD is cofuture, nio, opencombine or one of")
-    print(TaskStoreWorkload.allCases.map(\.rawValue).joined(separator: ", "))
+    print("usage: InstructionCounts WORKLOAD ITERATIONS; WORKLOAD is one of: \(workloads)")
     exit(2)
 }
 
@@ -39,8 +39,7 @@ func runCoFutureWorkload(_ name: String, _ iterations: Int) throws -> Bool {
 
 if try !runCoFutureWorkload(arguments[1], iterations) {
     guard let workload = TaskStoreWorkload(rawValue: arguments[1]) else {
-        print("unknown workload \(arguments[1]); expected cofuture, nio, opencombine or one of")
-        print(TaskStoreWorkload.allCases.map(\.rawValue).joined(separator: ", "))
+        print("unknown workload \(arguments[1]); expected one of: \(workloads)")
         exit(2)
     }
     // Waited for on the main thread with a semaphore: under valgrind, an `async` top level
