@@ -26,14 +26,10 @@ let package = Package(
         .target(
             name: "TaskKit",
             dependencies: [
-                "CTaskKitRuntime",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
-        // One declaration of a Swift runtime function (`swift_tryRetain`) for CoFuture's
-        // upstream links; see its header.
-        .target(name: "CTaskKitRuntime"),
         .target(
             name: "TaskKitCombine",
             dependencies: [

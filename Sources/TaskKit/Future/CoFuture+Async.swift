@@ -17,16 +17,16 @@ extension CoFuture {
             if let result = result {
                 return try result.get()
             }
-            return try await _awaitValue()
+            return try await awaitValue()
         }
     }
 
-    private func _awaitValue() async throws -> Value {
-        let waiter = _Waiter<Value>()
+    private func awaitValue() async throws -> Value {
+        let waiter = FutureWaiter<Value>()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
                 if waiter.install(continuation) {
-                    _add(.result { waiter.finish(with: $0) })
+                    add(.result { waiter.finish(with: $0) })
                 }
             }
         } onCancel: {
@@ -37,7 +37,7 @@ extension CoFuture {
 
 /// One awaiting task's continuation, resumed exactly once by whichever comes first: the
 /// future's result or the task's cancellation.
-final class _Waiter<Value: Sendable>: @unchecked Sendable {
+final class FutureWaiter<Value: Sendable>: @unchecked Sendable {
     // @unchecked Sendable is sound: `state` is only accessed while `lock` is held.
     private let lock = FutureLock()
     private var state = State.idle
@@ -52,7 +52,7 @@ final class _Waiter<Value: Sendable>: @unchecked Sendable {
 
     /// Installs the continuation; resumes it at once (and returns false) if already finished.
     func install(_ continuation: CheckedContinuation<Value, any Error>) -> Bool {
-        let early: Result<Value, any Error>? = lock.withLock {
+        let early: Result<Value, any Error>? = lock.withLock(self) {
             if case .finished(let result) = state {
                 state = .done
                 return result
@@ -67,7 +67,7 @@ final class _Waiter<Value: Sendable>: @unchecked Sendable {
 
     /// Resumes the continuation with `result` unless something else already did.
     func finish(with result: Result<Value, any Error>) {
-        let continuation: CheckedContinuation<Value, any Error>? = lock.withLock {
+        let continuation: CheckedContinuation<Value, any Error>? = lock.withLock(self) {
             switch state {
             case .idle:
                 state = .finished(result)

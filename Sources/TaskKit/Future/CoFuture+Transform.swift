@@ -12,15 +12,15 @@ extension CoFuture {
     public func map<NewValue: Sendable>(
         _ transform: @escaping @Sendable (Value) throws -> NewValue
     ) -> CoFuture<NewValue> {
-        if let result = _settledResult() {
+        if let result = settledResult() {
             switch result {
-            case .success(let value): return CoFuture<NewValue>(_result: Result { try transform(value) })
-            case .failure(let error): return CoFuture<NewValue>(_result: .failure(error))
+            case .success(let value): return CoFuture<NewValue>(completedWith: Result { try transform(value) })
+            case .failure(let error): return CoFuture<NewValue>(completedWith: .failure(error))
             }
         }
-        let derived = _MapFuture(source: self, transform: transform)
-        _add(.transform(_Erased(derived) { object, result, queue in
-            _recover(object, as: _MapFuture<Value, NewValue>.self)._upstreamCompleted(result, into: &queue)
+        let derived = MapFuture(source: self, transform: transform)
+        add(.transform(ErasedStep(derived) { object, result, queue in
+            recoverObject(object, as: MapFuture<Value, NewValue>.self).upstreamCompleted(result, into: &queue)
         }))
         return derived
     }
@@ -37,9 +37,9 @@ extension CoFuture {
     public func flatMap<NewValue: Sendable>(
         _ transform: @escaping @Sendable (Value) throws -> CoFuture<NewValue>
     ) -> CoFuture<NewValue> {
-        let derived = _FlatMapFuture(source: self, transform: transform)
-        _add(.transform(_Erased(derived) { object, result, queue in
-            _recover(object, as: _FlatMapFuture<Value, NewValue>.self)._upstreamCompleted(result, into: &queue)
+        let derived = FlatMapFuture(source: self, transform: transform)
+        add(.transform(ErasedStep(derived) { object, result, queue in
+            recoverObject(object, as: FlatMapFuture<Value, NewValue>.self).upstreamCompleted(result, into: &queue)
         }))
         return derived
     }
@@ -52,7 +52,7 @@ extension CoFuture {
     /// - Parameter transform: Maps the error.
     /// - Returns: The derived future.
     public func mapError(_ transform: @escaping @Sendable (any Error) -> any Error) -> CoFuture<Value> {
-        _recovering(.mapError(transform))
+        recovering(.mapError(transform))
     }
 
     /// Returns a future that replaces a failure with a value computed by `transform`.
@@ -63,7 +63,7 @@ extension CoFuture {
     /// - Parameter transform: Computes a value from the error.
     /// - Returns: The derived future.
     public func recover(_ transform: @escaping @Sendable (any Error) throws -> Value) -> CoFuture<Value> {
-        _recovering(.recover(transform))
+        recovering(.recover(transform))
     }
 
     /// Returns a future that replaces a failure with the result of the future `transform` returns.
@@ -75,13 +75,13 @@ extension CoFuture {
     public func flatMapError(
         _ transform: @escaping @Sendable (any Error) throws -> CoFuture<Value>
     ) -> CoFuture<Value> {
-        _recovering(.flatMapError(transform))
+        recovering(.flatMapError(transform))
     }
 
-    private func _recovering(_ transform: _RecoverFuture<Value>.Transform) -> CoFuture<Value> {
-        let derived = _RecoverFuture(source: self, transform: transform)
-        _add(.transform(_Erased(derived) { object, result, queue in
-            _recover(object, as: _RecoverFuture<Value>.self)._upstreamCompleted(result, into: &queue)
+    private func recovering(_ transform: RecoverFuture<Value>.Transform) -> CoFuture<Value> {
+        let derived = RecoverFuture(source: self, transform: transform)
+        add(.transform(ErasedStep(derived) { object, result, queue in
+            recoverObject(object, as: RecoverFuture<Value>.self).upstreamCompleted(result, into: &queue)
         }))
         return derived
     }
@@ -93,29 +93,27 @@ extension CoFuture {
 
 /// A future derived from another one (`map`, `flatMap`, `mapError`, `recover`, `flatMapError`).
 @usableFromInline
-class _DerivedFuture<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
+class DerivedFuture<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
     /// Creates a pending future derived from `source`, linked to it for ``cancel()`` (see
-    /// `CoFuture._upstream`). The caller must then register the new future's entry on `source`.
-    /// The link is set while the new future is still private to this initialiser, so without
-    /// the lock.
+    /// ``CoFuture``, *Ownership*). The caller must then register the new future's entry on `source`.
     @inlinable
     init<Upstream>(source: CoFuture<Upstream>) {
-        super.init(_pendingWithUpstream: source)
+        super.init(pendingDerivedFrom: source)
     }
 
     /// Waits for `inner` and completes with its result (the second half of `flatMap` and
     /// `flatMapError`).
     @inlinable
-    final func _follow(_ inner: CoFuture<Value>, into queue: inout _DrainQueue) {
+    final func follow(_ inner: CoFuture<Value>, into queue: inout DrainQueue) {
         guard inner !== self else {
-            // A future told to wait for itself never completes (as before). But its source has
-            // just run the entry that linked to it, so the link must go now: nothing keeps the
-            // source alive any more (see `_upstream`).
-            _lock.withLock { _upstream = nil }
+            // A future told to wait for itself never completes. It drops its link now, so
+            // that it does not keep its source alive for ever.
+            let released = lock.withLock(self) { machine.unlink() }
+            _ = consume released  // dropped here, unlocked
             return
         }
-        if _relinkUpstream(inner) {
-            inner._add(.forward(self), into: &queue)
+        if relinkUpstream(to: inner) {
+            inner.add(.forward(self), into: &queue)
         } else {
             // This future was cancelled while the transform ran: nobody wants the new work.
             inner.cancel()
@@ -125,7 +123,7 @@ class _DerivedFuture<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
 
 /// The future returned by `map`: holds the transform itself, so no closure is allocated.
 @usableFromInline
-final class _MapFuture<Upstream: Sendable, Value: Sendable>: _DerivedFuture<Value>, @unchecked Sendable {
+final class MapFuture<Upstream: Sendable, Value: Sendable>: DerivedFuture<Value>, @unchecked Sendable {
     @usableFromInline final let transform: @Sendable (Upstream) throws -> Value
 
     @inlinable
@@ -135,22 +133,22 @@ final class _MapFuture<Upstream: Sendable, Value: Sendable>: _DerivedFuture<Valu
     }
 
     @inlinable
-    func _upstreamCompleted(_ result: Result<Upstream, any Error>, into queue: inout _DrainQueue) {
+    func upstreamCompleted(_ result: Result<Upstream, any Error>, into queue: inout DrainQueue) {
         let mapped: Result<Value, any Error>
         switch result {
         case .success(let value):
-            guard !_isCompleted else { return }  // cancelled: do not run user code for nobody
+            guard !isCompletedBit else { return }  // cancelled: do not run user code for nobody
             mapped = Result { try transform(value) }
         case .failure(let error):
             mapped = .failure(error)
         }
-        _completeAndDrain(mapped, into: &queue)
+        completeAndDrain(mapped, into: &queue)
     }
 }
 
 /// The future returned by `flatMap`.
 @usableFromInline
-final class _FlatMapFuture<Upstream: Sendable, Value: Sendable>: _DerivedFuture<Value>, @unchecked Sendable {
+final class FlatMapFuture<Upstream: Sendable, Value: Sendable>: DerivedFuture<Value>, @unchecked Sendable {
     @usableFromInline final let transform: @Sendable (Upstream) throws -> CoFuture<Value>
 
     @inlinable
@@ -160,23 +158,23 @@ final class _FlatMapFuture<Upstream: Sendable, Value: Sendable>: _DerivedFuture<
     }
 
     @inlinable
-    func _upstreamCompleted(_ result: Result<Upstream, any Error>, into queue: inout _DrainQueue) {
+    func upstreamCompleted(_ result: Result<Upstream, any Error>, into queue: inout DrainQueue) {
         switch result {
         case .success(let value):
-            guard !_isCompleted else { return }
+            guard !isCompletedBit else { return }
             do {
-                _follow(try transform(value), into: &queue)
+                follow(try transform(value), into: &queue)
             } catch {
-                _completeAndDrain(.failure(error), into: &queue)
+                completeAndDrain(.failure(error), into: &queue)
             }
         case .failure(let error):
-            _completeAndDrain(.failure(error), into: &queue)
+            completeAndDrain(.failure(error), into: &queue)
         }
     }
 }
 
 /// The future returned by `mapError`, `recover` and `flatMapError`.
-final class _RecoverFuture<Value: Sendable>: _DerivedFuture<Value>, @unchecked Sendable {
+final class RecoverFuture<Value: Sendable>: DerivedFuture<Value>, @unchecked Sendable {
     enum Transform: Sendable {
         case mapError(@Sendable (any Error) -> any Error)
         case recover(@Sendable (any Error) throws -> Value)
@@ -190,12 +188,12 @@ final class _RecoverFuture<Value: Sendable>: _DerivedFuture<Value>, @unchecked S
         super.init(source: source)
     }
 
-    func _upstreamCompleted(_ result: Result<Value, any Error>, into queue: inout _DrainQueue) {
+    func upstreamCompleted(_ result: Result<Value, any Error>, into queue: inout DrainQueue) {
         guard case .failure(let error) = result, !error.isCoFutureCancellation else {
-            _completeAndDrain(result, into: &queue)
+            completeAndDrain(result, into: &queue)
             return
         }
-        guard !_isCompleted else { return }
+        guard !isCompletedBit else { return }
         let next: Result<Value, any Error>
         switch transform {
         case .mapError(let transform):
@@ -204,12 +202,12 @@ final class _RecoverFuture<Value: Sendable>: _DerivedFuture<Value>, @unchecked S
             next = Result { try transform(error) }
         case .flatMapError(let transform):
             do {
-                _follow(try transform(error), into: &queue)
+                follow(try transform(error), into: &queue)
                 return
             } catch {
                 next = .failure(error)
             }
         }
-        _completeAndDrain(next, into: &queue)
+        completeAndDrain(next, into: &queue)
     }
 }

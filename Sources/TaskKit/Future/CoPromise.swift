@@ -15,7 +15,7 @@ public final class CoPromise<Value: Sendable>: CoFuture<Value>, @unchecked Senda
     /// Creates a pending promise.
     @inlinable
     public init() {
-        super.init(_result: nil)
+        super.init(completedWith: nil)
     }
 
     /// Completes the promise with a success value. Ignored if already completed.
@@ -23,7 +23,7 @@ public final class CoPromise<Value: Sendable>: CoFuture<Value>, @unchecked Senda
     /// - Parameter value: The value.
     @inlinable
     public func success(_ value: Value) {
-        _complete(.success(value))
+        completeAndRunCallbacks(.success(value))
     }
 
     /// Completes the promise with an error. Ignored if already completed.
@@ -31,7 +31,7 @@ public final class CoPromise<Value: Sendable>: CoFuture<Value>, @unchecked Senda
     /// - Parameter error: The error.
     @inlinable
     public func fail(_ error: any Error) {
-        _complete(.failure(error))
+        completeAndRunCallbacks(.failure(error))
     }
 
     /// Completes the promise with a result. Ignored if already completed.
@@ -39,7 +39,7 @@ public final class CoPromise<Value: Sendable>: CoFuture<Value>, @unchecked Senda
     /// - Parameter result: The result.
     @inlinable
     public func complete(with result: Result<Value, any Error>) {
-        _complete(result)
+        completeAndRunCallbacks(result)
     }
 
     /// Completes the promise with the result of `future`, when it has one.
@@ -50,7 +50,7 @@ public final class CoPromise<Value: Sendable>: CoFuture<Value>, @unchecked Senda
     /// - Parameter future: The future whose result to forward.
     @inlinable
     public func complete(with future: CoFuture<Value>) {
-        guard future !== self, _relinkUpstream(future) else { return }
-        future._add(.forward(self))
+        guard future !== self, relinkUpstream(to: future) else { return }
+        future.add(.forward(self))
     }
 }

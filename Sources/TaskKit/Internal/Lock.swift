@@ -1,21 +1,3 @@
-#if canImport(Darwin)
-import Darwin
-#elseif canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Android)
-import Android
-#endif
-
-#if canImport(Darwin)
-@usableFromInline
-package typealias PlatformLock = os_unfair_lock_s
-#else
-@usableFromInline
-package typealias PlatformLock = pthread_mutex_t
-#endif
-
 /// A value guarded by a platform mutex, stored together with the mutex in one allocation.
 ///
 /// This is TaskKit's one lock type for component state (MonoTask, TaskStore's bookkeeping,
@@ -55,54 +37,30 @@ package struct LockedState<State>: @unchecked Sendable {
     }
 }
 
-/// The single allocation behind ``LockedState``: the state in the header, the mutex as the element.
+/// The single allocation behind ``LockedState``: the state in the header, the mutex as the element
+/// (the element of a `ManagedBuffer` stays at one address for the buffer's life, as a mutex needs).
 @usableFromInline
-final class LockStorage<State>: ManagedBuffer<State, PlatformLock> {
+final class LockStorage<State>: ManagedBuffer<State, PlatformMutex.Primitive> {
     static func make(_ initial: State) -> LockStorage<State> {
         let buffer = Self.create(minimumCapacity: 1) { _ in initial }
-        buffer.withUnsafeMutablePointerToElements { lock in
-            #if canImport(Darwin)
-            lock.initialize(to: os_unfair_lock())
-            #else
-            var attributes = pthread_mutexattr_t()
-            pthread_mutexattr_init(&attributes)
-            #if DEBUG
-            pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK))
-            #endif
-            let error = pthread_mutex_init(lock, &attributes)
-            pthread_mutexattr_destroy(&attributes)
-            precondition(error == 0, "pthread_mutex_init failed with error \(error)")
-            #endif
-        }
-        // `create` is a class method returning `ManagedBuffer<State, PlatformLock>`; called on
+        buffer.withUnsafeMutablePointerToElements { PlatformMutex.initialize($0) }
+        // `create` is a class method returning `ManagedBuffer<State, PlatformMutex.Primitive>`; called on
         // `Self` its dynamic type is `LockStorage<State>`, so the downcast cannot fail.
         return unsafeDowncast(buffer, to: LockStorage<State>.self)
     }
 
     deinit {
-        withUnsafeMutablePointerToElements { lock in
-            #if !canImport(Darwin)
-            let error = pthread_mutex_destroy(lock)
-            precondition(error == 0, "pthread_mutex_destroy failed with error \(error)")
-            #endif
-            lock.deinitialize(count: 1)
+        withUnsafeMutablePointerToElements { mutex in
+            PlatformMutex.destroy(mutex)
+            mutex.deinitialize(count: 1)
         }
     }
 
     @inlinable
     func withLock<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
-        try withUnsafeMutablePointers { state, lock in
-            #if canImport(Darwin)
-            os_unfair_lock_lock(lock)
-            defer { os_unfair_lock_unlock(lock) }
-            #else
-            let error = pthread_mutex_lock(lock)
-            precondition(error == 0, "pthread_mutex_lock failed with error \(error)")
-            defer {
-                let error = pthread_mutex_unlock(lock)
-                precondition(error == 0, "pthread_mutex_unlock failed with error \(error)")
-            }
-            #endif
+        try withUnsafeMutablePointers { state, mutex in
+            PlatformMutex.lock(mutex)
+            defer { PlatformMutex.unlock(mutex) }
             return try body(&state.pointee)
         }
     }

@@ -1,0 +1,265 @@
+/// The states and transitions of one ``CoFuture``: a value type with no locks, no threads and no
+/// user code, tested as a value (`CoFutureStateMachineTests`).
+///
+/// A future keeps one machine under its lock. Each transition returns what the future must do
+/// once the lock is released: run a batch of callbacks, run one callback at once, release a link,
+/// cancel the next future up the chain. The result itself is not part of the machine: it is
+/// written once by the future, in the same critical section as the transition to completed, and
+/// read without the lock afterwards (see ``CoFuture``).
+///
+/// ```
+///             complete / cancel                    nextBatch() == nil
+///   pending ──────────────────────▶ draining ─────────────────────────▶ settled
+///      │      (batch taken at once, if requested and empty) ──────────────▲
+///      └── abandon (deinit): batch handed out to run with `.canceled`
+/// ```
+///
+/// - **pending**: callbacks are stored; the upstream link (what ``CoFuture/cancel()`` cancels
+///   next) may be set, replaced or cleared.
+/// - **draining**: the result is set and the callbacks registered so far are being run by one
+///   thread, batch by batch; callbacks registered meanwhile are stored behind them, which keeps
+///   registration order. The link is gone (handed out by the transition that completed).
+/// - **settled**: every callback registered so far has run; a new one runs at once.
+@usableFromInline
+struct CoFutureStateMachine<Value: Sendable>: Sendable {
+    /// The phase, as the bits the future mirrors into its atomic state word: *completed* (1) and
+    /// *draining* (2).
+    @usableFromInline
+    enum Phase: UInt8, Sendable {
+        case pending = 0
+        case settled = 1
+        case draining = 3
+    }
+
+    @usableFromInline var phase: Phase
+    @usableFromInline var callbacks = CallbackList<Value>()
+    @usableFromInline var upstream: UpstreamLink
+
+    /// A machine for a future created pending, linked to `upstream`, or already completed.
+    @inlinable
+    init(completed: Bool, upstream: consuming UpstreamLink = .none) {
+        phase = completed ? .settled : .pending
+        self.upstream = upstream
+    }
+
+    // MARK: - Registering a callback
+
+    @usableFromInline
+    enum RegisterAction: Sendable {
+        /// Stored: it runs when the future completes (or behind the callbacks being drained).
+        case stored
+        /// The future is settled: run this callback now, with the result.
+        case runNow(FutureCallback<Value>)
+    }
+
+    @inlinable
+    mutating func register(_ callback: consuming FutureCallback<Value>) -> RegisterAction {
+        guard phase == .settled else {
+            callbacks.append(callback)
+            return .stored
+        }
+        return .runNow(callback)
+    }
+
+    // MARK: - Completing
+
+    @usableFromInline
+    enum CompleteAction: Sendable {
+        /// Already completed: the result offered is dropped.
+        case ignored
+        /// This call completed the future. `batch`: the callbacks to run now, if the caller asked
+        /// to take them (otherwise, or if there were none, `nil`; the caller drains with
+        /// ``nextBatch()``). `released`: the old upstream link, to release after unlocking.
+        case completed(batch: CallbackBatch<Value>?, released: UpstreamLink)
+    }
+
+    /// Completes a pending future. With `takingBatch`, the registered callbacks come out with
+    /// the action, and if there are none the future is settled at once.
+    @inlinable
+    mutating func complete(takingBatch: Bool) -> CompleteAction {
+        guard phase == .pending else { return .ignored }
+        let released = upstream.take()
+        guard takingBatch else {
+            phase = .draining
+            return .completed(batch: nil, released: released)
+        }
+        let batch = callbacks.takeBatch()
+        phase = batch == nil ? .settled : .draining
+        return .completed(batch: batch, released: released)
+    }
+
+    /// The next batch of callbacks to run while draining; `nil` (and the future settles) when
+    /// none is left.
+    @inlinable
+    mutating func nextBatch() -> CallbackBatch<Value>? {
+        guard phase == .draining else { return nil }
+        if let batch = callbacks.takeBatch() { return batch }
+        phase = .settled
+        return nil
+    }
+
+    // MARK: - Cancelling
+
+    @usableFromInline
+    enum CancelAction: Sendable {
+        /// Already completed: cancelling does nothing.
+        case ignored
+        /// The future is now completed (the caller sets `.canceled` and drains); `next` is the
+        /// link to cancel next, up the chain.
+        case canceled(next: UpstreamLink)
+    }
+
+    @inlinable
+    mutating func cancel() -> CancelAction {
+        guard phase == .pending else { return .ignored }
+        phase = .draining
+        return .canceled(next: upstream.take())
+    }
+
+    // MARK: - The upstream link
+
+    /// Replaces the link while pending (a `flatMap` now waiting for its inner future, a promise
+    /// told to forward another future). Returns the link to release after unlocking: the old one
+    /// if the future is pending, otherwise `link` itself; and whether the future was pending.
+    @inlinable
+    mutating func relink(_ link: consuming UpstreamLink) -> (pending: Bool, released: UpstreamLink) {
+        guard phase == .pending else { return (false, link) }
+        swap(&upstream, &link)
+        return (true, link)
+    }
+
+    /// Drops the link while pending (a `flatMap` told to wait for itself, which never completes);
+    /// returns it, to release after unlocking.
+    @inlinable
+    mutating func unlink() -> UpstreamLink {
+        upstream.take()
+    }
+
+    // MARK: - Abandonment
+
+    /// The future is being deallocated while pending (a ``CoPromise`` dropped by its producer):
+    /// hands out every callback, to run with ``CoFutureError/canceled``.
+    @inlinable
+    mutating func abandon() -> CallbackBatch<Value>? {
+        guard phase != .settled else { return nil }
+        phase = .settled
+        return callbacks.takeBatch()
+    }
+}
+
+/// What ``CoFuture/cancel()`` cancels next: the future this one was derived from, the inner future
+/// a `flatMap` waits for, or the future a promise forwards. See ``CoFuture`` for the ownership
+/// rules: a link to a ``CoPromise`` is weak, any other link is strong.
+@usableFromInline
+enum UpstreamLink: Sendable {
+    case none
+    /// A future that is not a promise: something else will complete it and holds it until then,
+    /// so holding it here too creates no lifetime of its own; it is released when this future
+    /// completes or is cancelled.
+    case strong(any CancellableFuture)
+    /// A promise: weak, so that a promise its producer dropped still deinitialises (and cancels
+    /// what waits on it) while futures derived from it are held.
+    case weak(WeakFuture)
+
+    /// Moves the link out, leaving `.none`.
+    @inlinable
+    mutating func take() -> UpstreamLink {
+        var taken = UpstreamLink.none
+        swap(&self, &taken)
+        return taken
+    }
+
+    /// The linked future, if it is still alive.
+    @inlinable
+    var target: (any CancellableFuture)? {
+        switch self {
+        case .none: return nil
+        case .strong(let future): return future
+        case .weak(let reference): return reference.future
+        }
+    }
+}
+
+/// A weak reference to a future (a ``CoPromise``), for ``UpstreamLink``.
+@usableFromInline
+struct WeakFuture: Sendable {
+    @usableFromInline weak var future: (any CancellableFuture)?
+
+    @inlinable
+    init(_ future: any CancellableFuture) {
+        self.future = future
+    }
+}
+
+/// A future as seen by cancellation, independent of its value type. (Cancellation is not a hot
+/// path, so dispatching through this existential is fine.)
+@usableFromInline
+protocol CancellableFuture: AnyObject, Sendable {
+    /// Cancels this future if pending; returns the future it was derived from, to cancel next.
+    func cancelReturningUpstream() -> (any CancellableFuture)?
+}
+
+/// A future's callbacks in registration order. The first three are stored inline, so a future
+/// with up to three observers (or derived futures) allocates nothing for them.
+@usableFromInline
+struct CallbackList<Value: Sendable>: Sendable {
+    @usableFromInline var first: FutureCallback<Value>?
+    @usableFromInline var second: FutureCallback<Value>?
+    @usableFromInline var third: FutureCallback<Value>?
+    @usableFromInline var rest: [FutureCallback<Value>] = []
+
+    @inlinable init() {}
+
+    @inlinable var isEmpty: Bool { first == nil }
+
+    @inlinable mutating func append(_ callback: consuming FutureCallback<Value>) {
+        if first == nil {
+            first = callback
+        } else if second == nil {
+            second = callback
+        } else if third == nil {
+            third = callback
+        } else {
+            rest.append(callback)
+        }
+    }
+
+    /// Moves every callback out, leaving the list empty, or returns `nil` if it is empty.
+    @inlinable
+    mutating func takeBatch() -> CallbackBatch<Value>? {
+        guard let first = first.take() else { return nil }
+        var taken: [FutureCallback<Value>]? = nil
+        if !rest.isEmpty {  // leaves the shared empty-array storage alone when there is no overflow
+            var array: [FutureCallback<Value>] = []
+            swap(&array, &rest)
+            taken = array
+        }
+        return CallbackBatch(first: first, second: second.take(), third: third.take(), rest: taken)
+    }
+}
+
+/// The callbacks taken out of a ``CallbackList`` in one go, in registration order.
+@usableFromInline
+struct CallbackBatch<Value: Sendable>: Sendable {
+    @usableFromInline var first: FutureCallback<Value>
+    @usableFromInline var second: FutureCallback<Value>?
+    @usableFromInline var third: FutureCallback<Value>?
+    @usableFromInline var rest: [FutureCallback<Value>]?
+
+    @inlinable
+    init(
+        first: consuming FutureCallback<Value>, second: consuming FutureCallback<Value>?,
+        third: consuming FutureCallback<Value>?, rest: consuming [FutureCallback<Value>]?
+    ) {
+        self.first = first
+        self.second = second
+        self.third = third
+        self.rest = rest
+    }
+
+    /// How many callbacks the batch holds.
+    @inlinable
+    var count: Int {
+        1 + (second == nil ? 0 : 1) + (third == nil ? 0 : 1) + (rest?.count ?? 0)
+    }
+}
