@@ -96,12 +96,17 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked)
     final var machine: CoFutureStateMachine<Value>
 
+    /// The promise this future links to for cancellation when its machine's link is `.weak`
+    /// (see *Ownership*); guarded by `lock`. Left set once unused (it keeps nothing alive).
+    @usableFromInline @exclusivity(unchecked)
+    final weak var weakUpstream: (any CancellableFuture)?
+
     /// The success value once the future succeeded. Stored as an existential, not as `Value?`:
     /// a field whose type is built from `Value` makes the class's unspecialised `deinit` look up
     /// that type's metadata at run time for every future (hundreds of instructions); an
     /// existential carries its own. (A value larger than three words is boxed on completion.)
     @usableFromInline @exclusivity(unchecked)
-    final var storedValue: (any Sendable)?
+    final var storedValue: Value?
 
     /// The error once the future failed.
     @usableFromInline @exclusivity(unchecked)
@@ -109,7 +114,7 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
 
     @inlinable
     init(completedWith result: Result<Value, any Error>?) {
-        stateBits = Atomic(result == nil ? 0 : CoFutureStateMachine<Value>.Phase.settled.rawValue)
+        stateBits = Atomic(result == nil ? 0 : CoFuturePhase.settled.rawValue)
         machine = CoFutureStateMachine(completed: result != nil)
         switch result {
         case .success(let value)?:
@@ -128,8 +133,13 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     /// the new future is still private to this initialiser, so without the lock.
     @inlinable
     init<Upstream>(pendingDerivedFrom source: CoFuture<Upstream>) {
-        stateBits = Atomic(CoFutureStateMachine<Value>.Phase.pending.rawValue)
-        machine = CoFutureStateMachine(completed: false, upstream: UpstreamLink(to: source))
+        stateBits = Atomic(CoFuturePhase.pending.rawValue)
+        if UpstreamLink.isPromise(source) {
+            machine = CoFutureStateMachine(completed: false, upstream: .weak)
+            weakUpstream = source
+        } else {
+            machine = CoFutureStateMachine(completed: false, upstream: .strong(source as AnyObject & Sendable))
+        }
         storedValue = nil
         storedError = nil
     }
@@ -162,16 +172,17 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
         // Nobody else can reach this future any more; complete whoever still waits on it.
         // Fast path: a completed future has nothing left to do (every write to its fields
         // precedes the releasing store of `stateBits` that this acquiring load sees).
-        if stateBits.load(ordering: .acquiring) & CoFutureStateMachine<Value>.Phase.settled.rawValue != 0 { return }
+        if stateBits.load(ordering: .acquiring) & CoFuturePhase.settled.rawValue != 0 { return }
         completeOrphans()
     }
 
     /// Runs the callbacks of a future deallocated while pending with ``CoFutureError/canceled``.
     @usableFromInline
     final func completeOrphans() {
-        guard let orphans = lock.withLock(self, { machine.abandon() }) else { return }
+        var orphans = CallbackBatch<Value>()
+        guard lock.withLock(self, { machine.abandon(into: &orphans) }) else { return }
         var queue = DrainQueue()
-        run(orphans, with: .failure(CoFutureError.canceled), into: &queue)
+        run(&orphans, with: .failure(CoFutureError.canceled), into: &queue)
         queue.drainAll()
     }
 
@@ -247,14 +258,14 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     /// Whether a result is set (even if callbacks are still being drained).
     @inlinable
     final var isCompletedBit: Bool {
-        stateBits.load(ordering: .acquiring) & CoFutureStateMachine<Value>.Phase.settled.rawValue != 0
+        stateBits.load(ordering: .acquiring) & CoFuturePhase.settled.rawValue != 0
     }
 
     /// The result if the future is complete and all earlier callbacks have run; `nil` otherwise.
     /// Work that would be a callback may then run at once without breaking registration order.
     @inlinable
     final func settledResult() -> Result<Value, any Error>? {
-        stateBits.load(ordering: .acquiring) == CoFutureStateMachine<Value>.Phase.settled.rawValue ? storedResult : nil
+        stateBits.load(ordering: .acquiring) == CoFuturePhase.settled.rawValue ? storedResult : nil
     }
 
     /// The stored result. Only valid once the completed bit has been seen.
@@ -262,7 +273,7 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     final var storedResult: Result<Value, any Error> {
         if let error = storedError { return .failure(error) }
         switch storedValue {
-        case .some(let value): return .success(value as! Value)  // stored from a `Value`
+        case .some(let value): return .success(value)
         case .none: preconditionFailure("CoFuture: result read before completion")
         }
     }
@@ -348,44 +359,46 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     @inlinable
     final func completeAndDrain(_ result: Result<Value, any Error>, into queue: inout DrainQueue) {
         let atOnce = queue.runningLast && queue.depth < DrainQueue.maximumDepth
+        var batch = CallbackBatch<Value>()
         let action = lock.withLock(self) { () -> CoFutureStateMachine<Value>.CompleteAction in
-            let action = machine.complete(takingBatch: atOnce)
+            let action = machine.complete(takingBatch: atOnce, into: &batch)
             if case .completed = action {
                 store(result)
                 publishPhase()
             }
             return action
         }
-        guard case .completed(let batch, _) = consume action else { return }
-        // The released upstream link (the action's second payload) is dropped here, unlocked.
+        guard case .completed = consume action else { return }
+        // The released upstream link (the action's payload) was dropped just now, unlocked.
         guard atOnce else {
             queue.push(drainStep)
             return
         }
-        guard let batch else { return }  // no callbacks: settled already
+        guard batch.first != nil else { return }  // no callbacks: settled already
         queue.depth += 1
         defer { queue.depth -= 1 }
-        run(batch, with: result, into: &queue)
+        run(&batch, with: result, into: &queue)
         drain(into: &queue)  // callbacks registered meanwhile; settles the future
     }
 
-    /// Runs one batch of callbacks in order, telling each whether it is the batch's last
-    /// (`DrainQueue.runningLast`, see `completeAndDrain`).
+    /// Runs one batch of callbacks in order, moving each out of `batch` first, and telling each
+    /// whether it is the batch's last (`DrainQueue.runningLast`, see `completeAndDrain`).
     @inlinable @inline(__always)
     final func run(
-        _ batch: consuming CallbackBatch<Value>,
+        _ batch: inout CallbackBatch<Value>,
         with result: Result<Value, any Error>,
         into queue: inout DrainQueue
     ) {
+        guard let first = batch.first.take() else { return }
         queue.runningLast = batch.second == nil
-        batch.first.run(result, into: &queue)
-        guard batch.second != nil else { return }
+        first.run(result, into: &queue)
+        guard let second = batch.second.take() else { return }
         queue.runningLast = batch.third == nil
-        batch.second?.run(result, into: &queue)
-        guard batch.third != nil else { return }
+        second.run(result, into: &queue)
+        guard let third = batch.third.take() else { return }
         queue.runningLast = batch.rest == nil
-        batch.third?.run(result, into: &queue)
-        guard let rest = batch.rest else { return }
+        third.run(result, into: &queue)
+        guard let rest = batch.rest.take() else { return }
         for index in rest.indices {
             queue.runningLast = index == rest.index(before: rest.endIndex)
             rest[index].run(result, into: &queue)
@@ -395,14 +408,15 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     /// Runs the batches registered while draining until none is left; the future then settles.
     @inlinable
     final func drain(into queue: inout DrainQueue) {
-        while true {
-            let batch = lock.withLock(self) { () -> CallbackBatch<Value>? in
-                let batch = machine.nextBatch()
-                if batch == nil { publishPhase() }
-                return batch
+        var batch = CallbackBatch<Value>()
+        while lock.withLock(self, { () -> Bool in
+            guard machine.takeNextBatch(&batch) else {
+                publishPhase()
+                return false
             }
-            guard let batch else { return }
-            run(batch, with: storedResult, into: &queue)
+            return true
+        }) {
+            run(&batch, with: storedResult, into: &queue)
         }
     }
 
@@ -410,8 +424,12 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     /// whether it is pending. The caller then registers this future's `.forward` on `upstream`.
     @inlinable
     final func relinkUpstream<Upstream>(to upstream: CoFuture<Upstream>) -> Bool {
-        let link = UpstreamLink(to: upstream)
-        let (pending, released) = lock.withLock(self) { machine.relink(link) }
+        let isPromise = UpstreamLink.isPromise(upstream)
+        let (pending, released) = lock.withLock(self) { () -> (Bool, UpstreamLink) in
+            let (pending, released) = machine.relink(isPromise ? .weak : .strong(upstream as AnyObject & Sendable))
+            if pending, isPromise { weakUpstream = upstream }
+            return (pending, released)
+        }
         _ = consume released  // dropped here, unlocked
         return pending
     }
@@ -428,19 +446,22 @@ extension CoFuture: CancellableFuture {
 
     @usableFromInline
     final func cancelReturningUpstream() -> (any CancellableFuture)? {
-        let action = lock.withLock(self) { () -> CoFutureStateMachine<Value>.CancelAction in
-            let action = machine.cancel()
-            if case .canceled = action {
-                store(.failure(CoFutureError.canceled))
-                publishPhase()
+        let (canceled, next) = lock.withLock(self) { () -> (Bool, (AnyObject & Sendable)?) in
+            guard case .canceled(let link) = machine.cancel() else { return (false, nil) }
+            store(.failure(CoFutureError.canceled))
+            publishPhase()
+            switch link {
+            case .none: return (true, nil)
+            case .strong(let future): return (true, future)
+            case .weak: return (true, weakUpstream)  // a retain at most; released after unlocking
             }
-            return action
         }
-        guard case .canceled(let next) = consume action else { return nil }
+        guard canceled else { return nil }
         var queue = DrainQueue()
         drain(into: &queue)
         queue.drainAll()
-        return next.target
+        // Cast after unlocking (a conformance lookup); every link is a CoFuture.
+        return next.map { $0 as! any CancellableFuture }
     }
 }
 
@@ -508,15 +529,11 @@ extension CoFuture {
 }
 
 extension UpstreamLink {
-    /// A link to `future`: weak if it is a ``CoPromise``, strong otherwise (see ``CoFuture``).
+    /// Whether a link to `future` is weak: whether it is a ``CoPromise`` (see ``CoFuture``).
     @inlinable
-    init<Value>(to future: CoFuture<Value>) {
+    static func isPromise<Value>(_ future: CoFuture<Value>) -> Bool {
         // `CoPromise` is final, so comparing the exact class is the same as `is CoPromise<Value>`.
-        if ObjectIdentifier(type(of: future)) == ObjectIdentifier(CoPromise<Value>.self) {
-            self = .weak(WeakFuture(future))
-        } else {
-            self = .strong(future)
-        }
+        ObjectIdentifier(type(of: future)) == ObjectIdentifier(CoPromise<Value>.self)
     }
 }
 

@@ -22,16 +22,7 @@
 /// - **settled**: every callback registered so far has run; a new one runs at once.
 @usableFromInline
 struct CoFutureStateMachine<Value: Sendable>: Sendable {
-    /// The phase, as the bits the future mirrors into its atomic state word: *completed* (1) and
-    /// *draining* (2).
-    @usableFromInline
-    enum Phase: UInt8, Sendable {
-        case pending = 0
-        case settled = 1
-        case draining = 3
-    }
-
-    @usableFromInline var phase: Phase
+    @usableFromInline var phase: CoFuturePhase
     @usableFromInline var callbacks = CallbackList<Value>()
     @usableFromInline var upstream: UpstreamLink
 
@@ -67,35 +58,35 @@ struct CoFutureStateMachine<Value: Sendable>: Sendable {
     enum CompleteAction: Sendable {
         /// Already completed: the result offered is dropped.
         case ignored
-        /// This call completed the future. `batch`: the callbacks to run now, if the caller asked
-        /// to take them (otherwise, or if there were none, `nil`; the caller drains with
-        /// ``nextBatch()``). `released`: the old upstream link, to release after unlocking.
-        case completed(batch: CallbackBatch<Value>?, released: UpstreamLink)
+        /// This call completed the future; `released` is the old upstream link, to release after
+        /// unlocking. If the caller asked to take the batch, the registered callbacks were moved
+        /// into `batch` and, if there were none, the future settled; otherwise the caller drains
+        /// with ``takeNextBatch(_:)``.
+        case completed(released: UpstreamLink)
     }
 
-    /// Completes a pending future. With `takingBatch`, the registered callbacks come out with
-    /// the action, and if there are none the future is settled at once.
+    /// Completes a pending future. With `takingBatch`, the registered callbacks are moved into
+    /// `batch` (which must be empty), and if there are none the future settles at once.
     @inlinable
-    mutating func complete(takingBatch: Bool) -> CompleteAction {
+    mutating func complete(takingBatch: Bool, into batch: inout CallbackBatch<Value>) -> CompleteAction {
         guard phase == .pending else { return .ignored }
         let released = upstream.take()
         guard takingBatch else {
             phase = .draining
-            return .completed(batch: nil, released: released)
+            return .completed(released: released)
         }
-        let batch = callbacks.takeBatch()
-        phase = batch == nil ? .settled : .draining
-        return .completed(batch: batch, released: released)
+        phase = callbacks.moveBatch(into: &batch) ? .draining : .settled
+        return .completed(released: released)
     }
 
-    /// The next batch of callbacks to run while draining; `nil` (and the future settles) when
-    /// none is left.
+    /// Moves the next batch of callbacks to run while draining into `batch` (which must be
+    /// empty) and returns true; returns false, and the future settles, when none is left.
     @inlinable
-    mutating func nextBatch() -> CallbackBatch<Value>? {
-        guard phase == .draining else { return nil }
-        if let batch = callbacks.takeBatch() { return batch }
+    mutating func takeNextBatch(_ batch: inout CallbackBatch<Value>) -> Bool {
+        guard phase == .draining else { return false }
+        if callbacks.moveBatch(into: &batch) { return true }
         phase = .settled
-        return nil
+        return false
     }
 
     // MARK: - Cancelling
@@ -138,13 +129,24 @@ struct CoFutureStateMachine<Value: Sendable>: Sendable {
     // MARK: - Abandonment
 
     /// The future is being deallocated while pending (a ``CoPromise`` dropped by its producer):
-    /// hands out every callback, to run with ``CoFutureError/canceled``.
+    /// moves every callback into `batch`, to run with ``CoFutureError/canceled``; returns
+    /// whether there were any.
     @inlinable
-    mutating func abandon() -> CallbackBatch<Value>? {
-        guard phase != .settled else { return nil }
+    mutating func abandon(into batch: inout CallbackBatch<Value>) -> Bool {
+        guard phase != .settled else { return false }
         phase = .settled
-        return callbacks.takeBatch()
+        return callbacks.moveBatch(into: &batch)
     }
+}
+
+/// The phase of a ``CoFutureStateMachine``, as the bits the future mirrors into its atomic state
+/// word: *completed* (1) and *draining* (2). (Not nested in the generic machine: a nested type
+/// would be generic too, and the future's unspecialised `deinit` would look up its metadata.)
+@usableFromInline
+enum CoFuturePhase: UInt8, Sendable {
+    case pending = 0
+    case settled = 1
+    case draining = 3
 }
 
 /// What ``CoFuture/cancel()`` cancels next: the future this one was derived from, the inner future
@@ -155,11 +157,15 @@ enum UpstreamLink: Sendable {
     case none
     /// A future that is not a promise: something else will complete it and holds it until then,
     /// so holding it here too creates no lifetime of its own; it is released when this future
-    /// completes or is cancelled.
-    case strong(any CancellableFuture)
-    /// A promise: weak, so that a promise its producer dropped still deinitialises (and cancels
-    /// what waits on it) while futures derived from it are held.
-    case weak(WeakFuture)
+    /// completes or is cancelled. (Always a ``CancellableFuture``; stored as one word, and cast
+    /// when a cancel follows it, to keep the machine small: see ``CallbackBatch``.)
+    case strong(AnyObject & Sendable)
+    /// A promise, referenced weakly so that a promise its producer dropped still deinitialises
+    /// (and cancels what waits on it) while futures derived from it are held. The weak
+    /// reference itself is the future's `weakUpstream` field, read under its lock: a `weak`
+    /// stored inside this enum would make the machine, and every action carrying a link,
+    /// address-only, so that each copy and move went through runtime value witnesses.
+    case weak
 
     /// Moves the link out, leaving `.none`.
     @inlinable
@@ -167,27 +173,6 @@ enum UpstreamLink: Sendable {
         var taken = UpstreamLink.none
         swap(&self, &taken)
         return taken
-    }
-
-    /// The linked future, if it is still alive.
-    @inlinable
-    var target: (any CancellableFuture)? {
-        switch self {
-        case .none: return nil
-        case .strong(let future): return future
-        case .weak(let reference): return reference.future
-        }
-    }
-}
-
-/// A weak reference to a future (a ``CoPromise``), for ``UpstreamLink``.
-@usableFromInline
-struct WeakFuture: Sendable {
-    @usableFromInline weak var future: (any CancellableFuture)?
-
-    @inlinable
-    init(_ future: any CancellableFuture) {
-        self.future = future
     }
 }
 
@@ -224,42 +209,42 @@ struct CallbackList<Value: Sendable>: Sendable {
         }
     }
 
-    /// Moves every callback out, leaving the list empty, or returns `nil` if it is empty.
-    @inlinable
-    mutating func takeBatch() -> CallbackBatch<Value>? {
-        guard let first = first.take() else { return nil }
-        var taken: [FutureCallback<Value>]? = nil
+    /// Moves every callback into `batch` (whose slots must be empty), leaving the list empty;
+    /// returns false if the list was empty.
+    @inlinable @inline(__always)
+    mutating func moveBatch(into batch: inout CallbackBatch<Value>) -> Bool {
+        guard let first = first.take() else { return false }
+        batch.first = first
+        batch.second = second.take()
+        batch.third = third.take()
         if !rest.isEmpty {  // leaves the shared empty-array storage alone when there is no overflow
             var array: [FutureCallback<Value>] = []
             swap(&array, &rest)
-            taken = array
+            batch.rest = array
         }
-        return CallbackBatch(first: first, second: second.take(), third: third.take(), rest: taken)
+        return true
     }
 }
 
-/// The callbacks taken out of a ``CallbackList`` in one go, in registration order.
+/// The callbacks taken out of a ``CallbackList`` in one go, in registration order: the slots a
+/// future's drain moves callbacks into (under the lock) and out of (to run them, unlocked).
+///
+/// The future keeps it as a local variable and the machine fills it through `inout`, rather than
+/// returning it: a value this large (four callback slots) returned, copied or destroyed as a
+/// whole goes through runtime value witnesses, a cost per batch. Each slot is moved out
+/// (`take()`) before its callback runs, so the emptied batch costs nothing to destroy.
 @usableFromInline
 struct CallbackBatch<Value: Sendable>: Sendable {
-    @usableFromInline var first: FutureCallback<Value>
+    @usableFromInline var first: FutureCallback<Value>?
     @usableFromInline var second: FutureCallback<Value>?
     @usableFromInline var third: FutureCallback<Value>?
     @usableFromInline var rest: [FutureCallback<Value>]?
 
-    @inlinable
-    init(
-        first: consuming FutureCallback<Value>, second: consuming FutureCallback<Value>?,
-        third: consuming FutureCallback<Value>?, rest: consuming [FutureCallback<Value>]?
-    ) {
-        self.first = first
-        self.second = second
-        self.third = third
-        self.rest = rest
-    }
+    @inlinable init() {}
 
     /// How many callbacks the batch holds.
     @inlinable
     var count: Int {
-        1 + (second == nil ? 0 : 1) + (third == nil ? 0 : 1) + (rest?.count ?? 0)
+        (first == nil ? 0 : 1) + (second == nil ? 0 : 1) + (third == nil ? 0 : 1) + (rest?.count ?? 0)
     }
 }

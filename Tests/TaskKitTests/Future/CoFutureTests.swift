@@ -24,12 +24,9 @@ final class Counter: Sendable {
     var value: Int { storage.load(ordering: .relaxed) }
 }
 
-private func currentThreadID() -> UInt {
-    #if canImport(Darwin)
-    return UInt(bitPattern: pthread_self())
-    #else
-    return UInt(pthread_self())
-    #endif
+/// The calling thread's identity (Foundation's `Thread` object for it lives as long as the thread).
+private func currentThreadID() -> ObjectIdentifier {
+    ObjectIdentifier(Thread.current)
 }
 
 @Suite("CoFuture semantics")
@@ -103,16 +100,16 @@ struct CoFutureTests {
     @Test func callbackAddedAfterCompletionRunsAtOnceOnTheCallersThread() {
         let future = CoFuture(value: 1)
         let caller = currentThreadID()
-        let ranOn = Log<UInt>()
+        let ranOn = Log<ObjectIdentifier>()
         future.whenSuccess { _ in ranOn.append(currentThreadID()) }
         #expect(ranOn.elements == [caller])  // already ran, synchronously
     }
 
     @Test func callbackOnPendingFutureRunsOnTheCompletingThread() async {
         let promise = CoPromise<Int>()
-        let ranOn = Log<UInt>()
+        let ranOn = Log<ObjectIdentifier>()
         promise.whenSuccess { _ in ranOn.append(currentThreadID()) }
-        let completer = await withCheckedContinuation { (continuation: CheckedContinuation<UInt, Never>) in
+        let completer = await withCheckedContinuation { (continuation: CheckedContinuation<ObjectIdentifier, Never>) in
             Thread.detachNewThread {
                 let me = currentThreadID()
                 promise.success(1)
@@ -606,6 +603,65 @@ struct CoFutureScaleTests {
             return tail.isCanceled
         }
         #expect(tailCanceled)
+    }
+
+    /// Builds a chain of `depth` transforms over a promise, keeping only weak references to
+    /// every future in it; `finish` then does what the test is about (complete, cancel, drop)
+    /// with the promise and the tail, after which both are released. Returns how many of the
+    /// `depth + 1` futures are still alive.
+    static func survivors(
+        depth: Int,
+        step: (CoFuture<Int>) -> CoFuture<Int>,
+        finish: (CoPromise<Int>, CoFuture<Int>) -> Void
+    ) -> Int {
+        struct WeakFuture { weak var future: CoFuture<Int>? }
+        var references: [WeakFuture] = []
+        references.reserveCapacity(depth + 1)
+        do {
+            let promise = CoPromise<Int>()
+            var tail: CoFuture<Int> = promise
+            references.append(WeakFuture(future: promise))
+            for _ in 0..<depth {
+                tail = step(tail)
+                references.append(WeakFuture(future: tail))
+            }
+            finish(promise, tail)
+        }
+        return references.count { $0.future != nil }
+    }
+
+    @Test(.timeLimit(.minutes(1)), arguments: ["map", "flatMap"])
+    func everyFutureOfADropped100000ChainOverAnAbandonedPromiseIsFreed(kind: String) async {
+        let alive = await onDedicatedThread { () -> Int in
+            Self.survivors(
+                depth: Self.depth,
+                step: { kind == "map" ? $0.map { $0 + 1 } : $0.flatMap { CoFuture(value: $0 + 1) } },
+                finish: { _, _ in }  // the producer drops the promise uncompleted
+            )
+        }
+        #expect(alive == 0)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func everyFutureOfACompleted100000ChainIsFreedOnceDropped() async {
+        let alive = await onDedicatedThread { () -> Int in
+            Self.survivors(depth: Self.depth, step: { $0.map { $0 + 1 } }, finish: { promise, tail in
+                promise.success(0)
+                precondition(tail.result.flatMap { try? $0.get() } == Self.depth)
+            })
+        }
+        #expect(alive == 0)
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func everyFutureOfA100000ChainWhoseTailWasCancelledIsFreedOnceDropped() async {
+        let alive = await onDedicatedThread { () -> Int in
+            Self.survivors(depth: Self.depth, step: { $0.map { $0 + 1 } }, finish: { promise, tail in
+                tail.cancel()
+                precondition(promise.isCanceled)
+            })
+        }
+        #expect(alive == 0)
     }
 
     @Test(.timeLimit(.minutes(1)))
