@@ -1,11 +1,5 @@
 import Foundation
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// Progress lines while scenarios run, then the summary table. Writes to standard error when
 /// JSON goes to standard output.
 struct Console: Sendable {

@@ -68,14 +68,11 @@ public final class URLSessionTransport: HTTPTransport {
 
     /// A copy of `configuration`, without a URL cache on Linux (see ``init(configuration:)``).
     static func cancellationSafe(_ configuration: URLSessionConfiguration) -> URLSessionConfiguration {
-        #if canImport(FoundationNetworking)
+        guard dropsURLCache else { return configuration }
         // `copy()` of a URLSessionConfiguration is always a URLSessionConfiguration.
         let copy = configuration.copy() as! URLSessionConfiguration
         copy.urlCache = nil
         return copy
-        #else
-        return configuration
-        #endif
     }
 
     deinit {

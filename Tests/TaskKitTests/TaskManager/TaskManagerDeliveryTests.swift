@@ -96,6 +96,7 @@ import TaskKitTestSupport
         }
         let manager = TaskManager(interceptors: [interceptor], reactors: [reactor])
         managerBox.withLock { $0 = manager }
+        defer { managerBox.withLock { $0 = nil } }  // the box and the manager hold each other
         let done = TaskManagerTestCompletions<Int>()
         let gate = TaskManagerTestGate()
 

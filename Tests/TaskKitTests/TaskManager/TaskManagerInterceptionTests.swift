@@ -34,6 +34,7 @@ import TaskKitTestSupport
         }
         let manager = TaskManager(interceptors: [interceptor])
         managerBox.withLock { $0 = manager }
+        defer { managerBox.withLock { $0 = nil } }  // the box and the manager hold each other
         let done = TaskManagerTestCompletions<Int>()
         let task = TaskManagerTestTask<Int>("self-cancel") { _ in 1 }
         let handle = manager.add(task: task, completion: done.callback())
