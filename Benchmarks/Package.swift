@@ -20,9 +20,9 @@ let package = Package(
         .package(url: "https://github.com/swhitty/FlyingFox.git", from: "0.27.0"),
     ],
     targets: [
-        // The seed's CoFuture workload for CoFuture, NIO and OpenCombine, and TaskStore's workloads
-        // with their bare `Task` baselines, shared by the benchmarks and by the callgrind driver so
-        // both measure the same code.
+        // The seed's CoFuture workload for CoFuture, NIO and OpenCombine, the contention workload
+        // for CoFuture and NIO, and TaskStore's workloads with their bare `Task` baselines, shared
+        // by the benchmarks and by the callgrind driver so both measure the same code.
         .target(
             name: "SeedWorkloads",
             dependencies: [
@@ -47,7 +47,10 @@ let package = Package(
             dependencies: [
                 "SeedWorkloads",
                 .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+                // The contention peer: `MultiThreadedEventLoopGroup`.
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "OpenCombine", package: "OpenCombine"),
             ],
             path: "Benchmarks/CoFutureBenchmarks",
