@@ -14,8 +14,8 @@ extension CoFuture {
     ) -> CoFuture<NewValue> {
         if let result = settledResult() {
             switch result {
-            case .success(let value): return CoFuture<NewValue>(completedWith: Result { try transform(value) })
-            case .failure(let error): return CoFuture<NewValue>(completedWith: .failure(error))
+            case .success(let value): return ReadyFuture<NewValue>(Result { try transform(value) })
+            case .failure(let error): return ReadyFuture<NewValue>(.failure(error))
             }
         }
         let derived = MapFuture(source: self, transform: transform)
@@ -91,14 +91,55 @@ extension CoFuture {
 // properties are immutable `let`s of Sendable types; the inherited mutable state is guarded by
 // the base class's lock as documented on CoFuture.
 
+/// A future that keeps its success value in a field typed by a generic parameter of its own
+/// class, always instantiated as `TypedFuture<Value, Value?>`: the unspecialised `deinit` then
+/// destroys the field with metadata read from the object's class metadata, where a `Value?`
+/// field declared in `CoFuture<Value>` costs a run-time metadata lookup per future. Every
+/// future TaskKit creates internally is one (derived futures, ready results of `map` on a
+/// settled source); `CoFuture` reads and writes the field through `typedSelf`.
+@usableFromInline
+class TypedFuture<Value: Sendable, Stored>: CoFuture<Value>, @unchecked Sendable {
+    // Restates CoFuture's `@unchecked Sendable`: `stored` follows the rules of CoFuture's result
+    // fields (written under the lock before the completed bit is published, never after).
+
+    /// The success value (`Stored == Value?`), `nil` until the future succeeds.
+    @usableFromInline @exclusivity(unchecked)
+    final var stored: Stored
+
+    /// A completed future.
+    @inlinable
+    init(stored: Stored, completedWith result: Result<Value, any Error>) {
+        self.stored = stored
+        super.init(completedWith: result, typed: true)
+    }
+
+    /// A pending future derived from `source`.
+    @inlinable
+    init<Upstream>(stored: Stored, pendingDerivedFrom source: CoFuture<Upstream>) {
+        self.stored = stored
+        super.init(pendingDerivedFrom: source)
+    }
+}
+
+/// A future created complete by TaskKit (the result of `map` on a settled source).
+@usableFromInline
+final class ReadyFuture<Value: Sendable>: TypedFuture<Value, Value?>, @unchecked Sendable {
+    @inlinable
+    init(_ result: Result<Value, any Error>) {
+        let value: Value?
+        if case .success(let success) = result { value = success } else { value = nil }
+        super.init(stored: value, completedWith: result)
+    }
+}
+
 /// A future derived from another one (`map`, `flatMap`, `mapError`, `recover`, `flatMapError`).
 @usableFromInline
-class DerivedFuture<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
+class DerivedFuture<Value: Sendable>: TypedFuture<Value, Value?>, @unchecked Sendable {
     /// Creates a pending future derived from `source`, linked to it for ``cancel()`` (see
     /// ``CoFuture``, *Ownership*). The caller must then register the new future's entry on `source`.
     @inlinable
     init<Upstream>(source: CoFuture<Upstream>) {
-        super.init(pendingDerivedFrom: source)
+        super.init(stored: nil, pendingDerivedFrom: source)
     }
 
     /// Waits for `inner` and completes with its result (the second half of `flatMap` and

@@ -70,7 +70,8 @@ import Synchronization
 ///
 /// `CoFuture` is `Hashable` by identity.
 public class CoFuture<Value: Sendable>: @unchecked Sendable {
-    // @unchecked Sendable is sound: `machine`, `storedValue` and `storedError` are written only
+    // @unchecked Sendable is sound: `machine`, the result fields (`erasedValue` or a
+    // `TypedFuture`'s `stored`, and `storedError`) and `weakUpstream` are written only
     // while `lock` is held. `machine` is read only under the lock. The result fields are written
     // once, in the critical section that completes the future, before the releasing store of
     // `stateBits` that publishes the completed bit, and never written again; they are read under
@@ -101,36 +102,47 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked)
     final weak var weakUpstream: (any CancellableFuture)?
 
-    /// The success value once the future succeeded. Stored as an existential, not as `Value?`:
-    /// a field whose type is built from `Value` makes the class's unspecialised `deinit` look up
-    /// that type's metadata at run time for every future (hundreds of instructions); an
-    /// existential carries its own. (A value larger than three words is boxed on completion.)
+    /// The success value of a future whose class is not a ``TypedFuture`` (a ``CoPromise``, or a
+    /// future made by one of `CoFuture`'s public initialisers). Type-erased, because a field
+    /// whose type is built from `Value` (such as `Value?`) makes the unspecialised `deinit` of
+    /// every future look up that type's metadata at run time, ~330 instructions; reading it back
+    /// costs a dynamic cast instead. `TypedFuture`s keep theirs typed, without that lookup.
+    /// Unset, it holds `()` rather than being an optional: destroying or testing an empty
+    /// optional existential goes through the existential's value witnesses on every future.
     @usableFromInline @exclusivity(unchecked)
-    final var storedValue: Value?
+    final var erasedValue: any Sendable
 
     /// The error once the future failed.
     @usableFromInline @exclusivity(unchecked)
     final var storedError: (any Error)?
 
+    /// Whether this future is a `TypedFuture<Value, Value?>`, which keeps its success value in its
+    /// own typed field. Set once by the initialiser.
+    @usableFromInline
+    final let storesTyped: Bool
+
+    /// Creates a future completed with `result`, or pending if it is `nil`. With `typed`, the
+    /// caller is a `TypedFuture` that has already stored the success value in its own field.
     @inlinable
-    init(completedWith result: Result<Value, any Error>?) {
+    init(completedWith result: Result<Value, any Error>?, typed: Bool = false) {
         stateBits = Atomic(result == nil ? 0 : CoFuturePhase.settled.rawValue)
         machine = CoFutureStateMachine(completed: result != nil)
+        storesTyped = typed
         switch result {
         case .success(let value)?:
-            storedValue = value
+            if typed { erasedValue = () } else { erasedValue = value }
             storedError = nil
         case .failure(let error)?:
-            storedValue = nil
+            erasedValue = ()
             storedError = error
         case nil:
-            storedValue = nil
+            erasedValue = ()
             storedError = nil
         }
     }
 
-    /// Creates a pending future linked to `source` (see `DerivedFuture`). The link is set while
-    /// the new future is still private to this initialiser, so without the lock.
+    /// Creates a pending `TypedFuture` linked to `source` (see `DerivedFuture`). The link is set
+    /// while the new future is still private to this initialiser, so without the lock.
     @inlinable
     init<Upstream>(pendingDerivedFrom source: CoFuture<Upstream>) {
         stateBits = Atomic(CoFuturePhase.pending.rawValue)
@@ -140,7 +152,8 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
         } else {
             machine = CoFutureStateMachine(completed: false, upstream: .strong(source as AnyObject & Sendable))
         }
-        storedValue = nil
+        storesTyped = true
+        erasedValue = ()
         storedError = nil
     }
 
@@ -272,19 +285,30 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     @inlinable
     final var storedResult: Result<Value, any Error> {
         if let error = storedError { return .failure(error) }
-        switch storedValue {
-        case .some(let value): return .success(value)
-        case .none: preconditionFailure("CoFuture: result read before completion")
-        }
+        if storesTyped { return .success(typedSelf.stored!) }  // completed, so set
+        return .success(erasedValue as! Value)  // stored from a `Value` by `store(_:)`
     }
 
     /// Writes the result. Only under the lock, in the critical section that completes.
     @inlinable
     final func store(_ result: Result<Value, any Error>) {
         switch result {
-        case .success(let value): storedValue = value
+        case .success(let value):
+            if storesTyped { typedSelf.stored = value } else { erasedValue = value }
         case .failure(let error): storedError = error
         }
+    }
+
+    /// This future as the `TypedFuture` it is when `storesTyped` is set.
+    ///
+    /// `unsafeDowncast` (checked in debug builds, where the tests run) rather than `as!`, whose
+    /// class cast costs ~30 instructions per access (4% of the seed workload). Sound: callers
+    /// read it only when `storesTyped` is true; that `let` is true only when set by
+    /// `TypedFuture`'s initialisers, and the only subclasses of `TypedFuture` are `ReadyFuture`
+    /// and `DerivedFuture`, both `TypedFuture<Value, Value?>` for their own `Value`.
+    @inlinable
+    final var typedSelf: TypedFuture<Value, Value?> {
+        unsafeDowncast(self, to: TypedFuture<Value, Value?>.self)
     }
 
     /// Publishes the machine's phase to the lock-free readers. Last write of a critical section.

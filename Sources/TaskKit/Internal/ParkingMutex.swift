@@ -9,9 +9,10 @@ import Synchronization
 /// Are Tricky": the word is 0 (unlocked), 1 (locked) or 2 (locked, and a thread may be
 /// waiting).
 ///
-/// - `lock()` is one compare-and-swap 0 → 1 when uncontended. Contended, it spins a bounded
-///   number of times (the critical sections it guards are a few loads and stores), then swaps in
-///   2 and, while the word was not 0, parks until woken.
+/// - `lock()` is one compare-and-swap 0 → 1 when uncontended. Contended, it spins on the word
+///   a bounded number of times (``spinLimit`` loads, a few microseconds: the critical sections it
+///   guards are a few loads and stores, so a running holder is usually out by then), then swaps
+///   in 2 and, while the word was not 0, parks until woken.
 /// - `unlock()` swaps in 0; only if the word was 2 does it wake one parked thread, which swaps in
 ///   2 again (there may be more waiters), so every waiter is eventually woken by some unlock.
 /// - Parking is done by ``ParkingLot`` instead of the `futex` system call (which Swift cannot
@@ -65,7 +66,7 @@ struct ParkingMutex: ~Copyable, Sendable {
         }
     }
 
-    @usableFromInline static var spinLimit: Int { 100 }
+    @usableFromInline static var spinLimit: Int { 2_000 }
 }
 
 /// Where threads wait for a ``ParkingMutex``: a fixed table of buckets, each a list of parked
