@@ -432,6 +432,14 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     /// Runs the batches registered while draining until none is left; the future then settles.
     @inlinable
     final func drain(into queue: inout DrainQueue) {
+        // Usually nothing was registered meanwhile: settle without materialising a batch.
+        if lock.withLock(self, { () -> Bool in
+            guard machine.settleIfDrained() else { return false }
+            publishPhase()
+            return true
+        }) {
+            return
+        }
         var batch = CallbackBatch<Value>()
         while lock.withLock(self, { () -> Bool in
             guard machine.takeNextBatch(&batch) else {

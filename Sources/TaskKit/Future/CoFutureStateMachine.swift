@@ -79,6 +79,15 @@ struct CoFutureStateMachine<Value: Sendable>: Sendable {
         return .completed(released: released)
     }
 
+    /// Settles a draining future if no callback is left to run, and returns whether it did
+    /// (the common end of a drain, checked without the batch ``takeNextBatch(_:)`` fills).
+    @inlinable
+    mutating func settleIfDrained() -> Bool {
+        guard phase == .draining, callbacks.isEmpty else { return phase == .settled }
+        phase = .settled
+        return true
+    }
+
     /// Moves the next batch of callbacks to run while draining into `batch` (which must be
     /// empty) and returns true; returns false, and the future settles, when none is left.
     @inlinable

@@ -82,6 +82,27 @@ import Testing
         #expect(machine.phase == .settled)
     }
 
+    @Test func aDrainWithNothingLeftSettlesWithoutABatchAndOneWithCallbacksLeftDoesNot() {
+        var machine = Machine(completed: false)
+        let log = Log<Int>()
+        var batch = CallbackBatch<Int>()
+        _ = machine.complete(takingBatch: false, into: &batch)
+        Self.register([1], on: &machine, log: log)
+        let settledEarly = machine.settleIfDrained()
+        #expect(!settledEarly)
+        #expect(machine.phase == .draining)
+
+        let hasBatch = machine.takeNextBatch(&batch)
+        #expect(hasBatch)
+        Self.run(&batch)
+        let settled = machine.settleIfDrained()
+        #expect(settled)
+        #expect(machine.phase == .settled)
+        let stillSettled = machine.settleIfDrained()
+        #expect(stillSettled)
+        #expect(log.elements == [1])
+    }
+
     @Test func theFirstCompletionWinsAndLaterOnesAreIgnored() {
         var machine = Machine(completed: false)
         var batch = CallbackBatch<Int>()
