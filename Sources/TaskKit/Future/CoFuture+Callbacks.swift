@@ -48,6 +48,26 @@ enum FutureCallback<Value: Sendable>: Sendable {
     /// future and this future's result, and completes or queues what follows.
     case transform(ErasedStep<Result<Value, any Error>>)
 
+    /// Runs the callback if it is the user's (it can then complete no other future, so needs no
+    /// drain queue) and returns true; returns false, without running it, for `.forward` and
+    /// `.transform`.
+    @inlinable
+    func runIfUserCallback(_ result: Result<Value, any Error>) -> Bool {
+        switch self {
+        case .result(let callback):
+            callback(result)
+        case .success(let callback):
+            if case .success(let value) = result { callback(value) }
+        case .failure(let callback):
+            if case .failure(let error) = result { callback(error) }
+        case .canceled(let callback):
+            if case .failure(let error) = result, error.isCoFutureCancellation { callback() }
+        case .forward, .transform:
+            return false
+        }
+        return true
+    }
+
     @inlinable
     func run(_ result: Result<Value, any Error>, into queue: inout DrainQueue) {
         switch self {
@@ -74,7 +94,9 @@ enum FutureCallback<Value: Sendable>: Sendable {
 @usableFromInline
 struct DrainQueue {
     @usableFromInline var first: ErasedStep<Void>?
-    @usableFromInline var rest: [ErasedStep<Void>] = []
+    /// Steps beyond the first; `nil` until needed, so an empty queue never touches the shared
+    /// empty-array storage.
+    @usableFromInline var rest: [ErasedStep<Void>]?
     /// How many futures are being completed and drained depth first on the stack right now.
     @usableFromInline var depth = 0
     /// Whether the callback being run is the last of its batch.
@@ -88,14 +110,16 @@ struct DrainQueue {
     @inlinable mutating func push(_ step: ErasedStep<Void>) {
         if first == nil {
             first = step
+        } else if rest == nil {
+            rest = [step]
         } else {
-            rest.append(step)
+            rest!.append(step)
         }
     }
 
     @inlinable mutating func pop() -> ErasedStep<Void>? {
         if let step = first.take() { return step }
-        return rest.popLast()
+        return rest?.popLast()
     }
 
     @inlinable mutating func drainAll() {

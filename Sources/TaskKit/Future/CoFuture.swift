@@ -284,9 +284,13 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     /// The stored result. Only valid once the completed bit has been seen.
     @inlinable
     final var storedResult: Result<Value, any Error> {
-        if let error = storedError { return .failure(error) }
-        if storesTyped { return .success(typedSelf.stored!) }  // completed, so set
-        return .success(erasedValue as! Value)  // stored from a `Value` by `store(_:)`
+        // Success first: it is the common case, and it then never loads the error field.
+        if storesTyped {
+            if let value = typedSelf.stored { return .success(value) }
+        } else if storedError == nil {
+            return .success(erasedValue as! Value)  // stored from a `Value` by `store(_:)`
+        }
+        return .failure(storedError!)  // completed, and not with a value
     }
 
     /// Writes the result. Only under the lock, in the critical section that completes.
@@ -328,6 +332,12 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
         _ callback: consuming FutureCallback<Value>,
         orIfSettled settled: (consuming FutureCallback<Value>, Result<Value, any Error>) -> Void
     ) {
+        // Settled is final, and means every earlier callback has run: run this one now, without
+        // the lock (the acquiring load orders the result's reads after its writes).
+        if let result = settledResult() {
+            settled(callback, result)
+            return
+        }
         var moving = Optional(callback)
         let action = lock.withLock(self) { machine.register(moving.take()!) }
         guard case .runNow(let callback) = consume action else { return }
@@ -346,6 +356,8 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     @inlinable
     final func add(_ callback: consuming FutureCallback<Value>) {
         append(callback) { callback, result in
+            // A user callback completes nothing else: run it without a drain queue.
+            if callback.runIfUserCallback(result) { return }
             // Only here is a drain queue needed: creating and destroying an empty one on every
             // registration costs about as much as the registration itself.
             var queue = DrainQueue()
