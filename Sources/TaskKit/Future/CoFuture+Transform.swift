@@ -29,7 +29,9 @@ extension CoFuture {
     ///
     /// `transform` runs once, when this future succeeds; the new future then completes with the
     /// inner future's result. A failure passes through unchanged. Cancelling the new future
-    /// cancels this future while it is pending, and the inner future once it exists.
+    /// cancels this future while it is pending, and the inner future once it exists. If
+    /// `transform` returns the new future itself, which could never complete, the new future
+    /// completes with ``CoFutureError/canceled``.
     ///
     /// - Parameter transform: Starts the next asynchronous step from the success value.
     /// - Returns: The derived future.
@@ -68,7 +70,8 @@ extension CoFuture {
 
     /// Returns a future that replaces a failure with the result of the future `transform` returns.
     ///
-    /// Cancellation is not recovered: it passes through unchanged.
+    /// Cancellation is not recovered: it passes through unchanged. If `transform` returns the
+    /// new future itself, the new future completes with ``CoFutureError/canceled``.
     ///
     /// - Parameter transform: Starts an asynchronous fallback from the error.
     /// - Returns: The derived future.
@@ -106,16 +109,16 @@ class TypedFuture<Value: Sendable, Stored>: CoFuture<Value>, @unchecked Sendable
     @usableFromInline @exclusivity(unchecked)
     final var stored: Stored
 
-    /// A completed future.
+    /// A completed future. (`Stored == Value?` is what makes `CoFuture.typedSelf` sound.)
     @inlinable
-    init(stored: Stored, completedWith result: Result<Value, any Error>) {
+    init(stored: Stored, completedWith result: Result<Value, any Error>) where Stored == Value? {
         self.stored = stored
         super.init(completedWith: result, typed: true)
     }
 
     /// A pending future derived from `source`.
     @inlinable
-    init<Upstream>(stored: Stored, pendingDerivedFrom source: CoFuture<Upstream>) {
+    init<Upstream>(stored: Stored, pendingDerivedFrom source: CoFuture<Upstream>) where Stored == Value? {
         self.stored = stored
         super.init(pendingDerivedFrom: source)
     }
@@ -147,10 +150,9 @@ class DerivedFuture<Value: Sendable>: TypedFuture<Value, Value?>, @unchecked Sen
     @inlinable
     final func follow(_ inner: CoFuture<Value>, into queue: inout DrainQueue) {
         guard inner !== self else {
-            // A future told to wait for itself never completes. It drops its link now, so
-            // that it does not keep its source alive for ever.
-            let released = lock.withLock(self) { machine.unlink() }
-            _ = consume released  // dropped here, unlocked
+            // A future told to wait for itself could never complete: it is cancelled instead,
+            // so that nothing derived from it waits for ever (or holds it in a cycle).
+            completeAndDrain(.failure(CoFutureError.canceled), into: &queue)
             return
         }
         if relinkUpstream(to: inner) {

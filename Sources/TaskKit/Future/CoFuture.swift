@@ -308,8 +308,8 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     /// `unsafeDowncast` (checked in debug builds, where the tests run) rather than `as!`, whose
     /// class cast costs ~30 instructions per access (4% of the seed workload). Sound: callers
     /// read it only when `storesTyped` is true; that `let` is true only when set by
-    /// `TypedFuture`'s initialisers, and the only subclasses of `TypedFuture` are `ReadyFuture`
-    /// and `DerivedFuture`, both `TypedFuture<Value, Value?>` for their own `Value`.
+    /// `TypedFuture`'s initialisers (through `init(completedWith:typed:)` and
+    /// `init(pendingDerivedFrom:)`, which only they call), and those require `Stored == Value?`.
     @inlinable
     final var typedSelf: TypedFuture<Value, Value?> {
         unsafeDowncast(self, to: TypedFuture<Value, Value?>.self)

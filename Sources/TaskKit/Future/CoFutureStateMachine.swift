@@ -128,13 +128,6 @@ struct CoFutureStateMachine<Value: Sendable>: Sendable {
         return (true, link)
     }
 
-    /// Drops the link while pending (a `flatMap` told to wait for itself, which never completes);
-    /// returns it, to release after unlocking.
-    @inlinable
-    mutating func unlink() -> UpstreamLink {
-        upstream.take()
-    }
-
     // MARK: - Abandonment
 
     /// The future is being deallocated while pending (a ``CoPromise`` dropped by its producer):

@@ -232,15 +232,6 @@ import Testing
         }
     }
 
-    @Test func unlinkDropsTheLink() {
-        var machine = Machine(completed: false, upstream: .weak)
-        guard case .weak = machine.unlink(), case .none = machine.upstream else {
-            Issue.record("unlink did not drop the link")
-            return
-        }
-        #expect(machine.phase == .pending)
-    }
-
     // MARK: Abandonment
 
     @Test func abandoningAPendingFutureHandsOutEveryCallback() {

@@ -246,11 +246,15 @@ struct CoFutureTests {
     /// completes; its source, having run the entry that linked to it, is then freed. Cancelling
     /// the future later must not follow a link to the freed source (found by review: it used to,
     /// and cancelled whatever object reused that memory).
-    @Test func cancellingAFlatMapThatWaitsForItselfDoesNotReachItsFreedSource() {
-        final class Slot: @unchecked Sendable {  // written once before the promise completes
-            var future: CoFuture<Int>?
-        }
-        let slot = Slot()
+    /// Holds a future for a transform to return; written before the source completes.
+    final class FutureSlot: @unchecked Sendable {
+        // @unchecked Sendable is sound: written once, before the promise whose callback reads it
+        // completes (the completion orders the write before the read).
+        var future: CoFuture<Int>?
+    }
+
+    @Test func aFlatMapToldToWaitForItselfIsCancelledAndReleasesItsSource() {
+        let slot = FutureSlot()
         weak var weakSource: CoPromise<Int>?
         let derived: CoFuture<Int>
         do {
@@ -261,12 +265,34 @@ struct CoFutureTests {
             source.success(1)
         }
         #expect(weakSource == nil)
-        #expect(derived.result == nil)  // waits for itself
+        #expect(derived.isCanceled)  // could never complete otherwise
         let unrelated = (0..<64).map { _ in CoPromise<Int>() }  // may reuse the source's memory
         derived.cancel()
-        #expect(derived.isCanceled)
         #expect(unrelated.allSatisfy { $0.result == nil })
         slot.future = nil
+    }
+
+    @Test(arguments: ["flatMap", "flatMapError"])
+    func whatDerivesFromAFutureToldToWaitForItselfNeitherHangsNorLeaks(kind: String) {
+        let slot = FutureSlot()
+        weak var weakSelfWaiting: CoFuture<Int>?
+        weak var weakDerived: CoFuture<Int>?
+        do {
+            let source = CoPromise<Int>()
+            let selfWaiting = kind == "flatMap"
+                ? source.flatMap { _ in slot.future! }
+                : source.flatMapError { _ in slot.future! }
+            slot.future = selfWaiting
+            let derived = selfWaiting.map { $0 + 1 }
+            weakSelfWaiting = selfWaiting
+            weakDerived = derived
+            if kind == "flatMap" { source.success(1) } else { source.fail(TestError()) }
+            #expect(selfWaiting.isCanceled)
+            #expect(derived.isCanceled)
+            slot.future = nil
+        }
+        #expect(weakSelfWaiting == nil)
+        #expect(weakDerived == nil)
     }
 
     @Test func releasedPromiseCancelsItsObserversAndDerivedFutures() {
