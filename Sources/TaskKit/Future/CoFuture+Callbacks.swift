@@ -70,19 +70,14 @@ enum FutureCallback<Value: Sendable>: Sendable {
 
     @inlinable
     func run(_ result: Result<Value, any Error>, into queue: inout DrainQueue) {
+        if runIfUserCallback(result) { return }
         switch self {
-        case .result(let callback):
-            callback(result)
-        case .success(let callback):
-            if case .success(let value) = result { callback(value) }
-        case .failure(let callback):
-            if case .failure(let error) = result { callback(error) }
-        case .canceled(let callback):
-            if case .failure(let error) = result, error.isCoFutureCancellation { callback() }
         case .forward(let future):
             future.completeAndDrain(result, into: &queue)
         case .transform(let step):
             step(result, into: &queue)
+        case .result, .success, .failure, .canceled:
+            break  // ran above
         }
     }
 }
