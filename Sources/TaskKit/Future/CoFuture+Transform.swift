@@ -111,15 +111,15 @@ class TypedFuture<Value: Sendable, Stored>: CoFuture<Value>, @unchecked Sendable
 
     /// A completed future. (`Stored == Value?` is what makes `CoFuture.typedSelf` sound.)
     @inlinable
-    init(stored: Stored, completedWith result: Result<Value, any Error>) where Stored == Value? {
-        self.stored = stored
+    init(completedWith result: Result<Value, any Error>) where Stored == Value? {
+        if case .success(let value) = result { stored = value } else { stored = nil }
         super.init(completedWith: result, typed: true)
     }
 
     /// A pending future derived from `source`.
     @inlinable
-    init<Upstream>(stored: Stored, pendingDerivedFrom source: CoFuture<Upstream>) where Stored == Value? {
-        self.stored = stored
+    init<Upstream>(pendingDerivedFrom source: CoFuture<Upstream>) where Stored == Value? {
+        stored = nil
         super.init(pendingDerivedFrom: source)
     }
 }
@@ -129,9 +129,7 @@ class TypedFuture<Value: Sendable, Stored>: CoFuture<Value>, @unchecked Sendable
 final class ReadyFuture<Value: Sendable>: TypedFuture<Value, Value?>, @unchecked Sendable {
     @inlinable
     init(_ result: Result<Value, any Error>) {
-        let value: Value?
-        if case .success(let success) = result { value = success } else { value = nil }
-        super.init(stored: value, completedWith: result)
+        super.init(completedWith: result)
     }
 }
 
@@ -142,7 +140,7 @@ class DerivedFuture<Value: Sendable>: TypedFuture<Value, Value?>, @unchecked Sen
     /// ``CoFuture``, *Ownership*). The caller must then register the new future's entry on `source`.
     @inlinable
     init<Upstream>(source: CoFuture<Upstream>) {
-        super.init(stored: nil, pendingDerivedFrom: source)
+        super.init(pendingDerivedFrom: source)
     }
 
     /// Waits for `inner` and completes with its result (the second half of `flatMap` and

@@ -80,9 +80,9 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     @usableFromInline
     final let lock = FutureLock()
 
-    /// The machine's phase (`CoFutureStateMachine.Phase` raw value: bit 1 *completed*, bit 2
-    /// *draining*), mirrored by a releasing store after every other write of each critical
-    /// section that changes it. The read-only checks (`result`, `settledResult()`,
+    /// The machine's phase (``CoFuturePhase`` raw value: bit 1 *completed*, bit 2 *draining*),
+    /// mirrored by a releasing store after every other write of each critical section that
+    /// changes it. The read-only checks (`result`, `settledResult()`,
     /// `isCompletedBit`, `deinit`) read it with an acquiring load instead of taking the lock.
     @usableFromInline
     final let stateBits: Atomic<UInt8>
@@ -100,7 +100,7 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     /// The promise this future links to for cancellation when its machine's link is `.weak`
     /// (see *Ownership*); guarded by `lock`. Left set once unused (it keeps nothing alive).
     @usableFromInline @exclusivity(unchecked)
-    final weak var weakUpstream: (any CancellableFuture)?
+    final weak var weakUpstream: (AnyObject & Sendable)?
 
     /// The success value of a future whose class is not a ``TypedFuture`` (a ``CoPromise``, or a
     /// future made by one of `CoFuture`'s public initialisers). Type-erased, because a field
@@ -125,7 +125,7 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     /// caller is a `TypedFuture` that has already stored the success value in its own field.
     @inlinable
     init(completedWith result: Result<Value, any Error>?, typed: Bool = false) {
-        stateBits = Atomic(result == nil ? 0 : CoFuturePhase.settled.rawValue)
+        stateBits = Atomic(result == nil ? CoFuturePhase.pending.rawValue : CoFuturePhase.settled.rawValue)
         machine = CoFutureStateMachine(completed: result != nil)
         storesTyped = typed
         switch result {
@@ -146,12 +146,9 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     @inlinable
     init<Upstream>(pendingDerivedFrom source: CoFuture<Upstream>) {
         stateBits = Atomic(CoFuturePhase.pending.rawValue)
-        if UpstreamLink.isPromise(source) {
-            machine = CoFutureStateMachine(completed: false, upstream: .weak)
-            weakUpstream = source
-        } else {
-            machine = CoFutureStateMachine(completed: false, upstream: .strong(source as AnyObject & Sendable))
-        }
+        let (link, weakTarget) = UpstreamLink.to(source)
+        machine = CoFutureStateMachine(completed: false, upstream: link)
+        if let weakTarget { weakUpstream = weakTarget }
         storesTyped = true
         erasedValue = ()
         storedError = nil
@@ -185,7 +182,7 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
         // Nobody else can reach this future any more; complete whoever still waits on it.
         // Fast path: a completed future has nothing left to do (every write to its fields
         // precedes the releasing store of `stateBits` that this acquiring load sees).
-        if stateBits.load(ordering: .acquiring) & CoFuturePhase.settled.rawValue != 0 { return }
+        if isCompletedBit { return }
         completeOrphans()
     }
 
@@ -271,7 +268,7 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     /// Whether a result is set (even if callbacks are still being drained).
     @inlinable
     final var isCompletedBit: Bool {
-        stateBits.load(ordering: .acquiring) & CoFuturePhase.settled.rawValue != 0
+        stateBits.load(ordering: .acquiring) & CoFuturePhase.completedBit != 0
     }
 
     /// The result if the future is complete and all earlier callbacks have run; `nil` otherwise.
@@ -468,10 +465,10 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     /// whether it is pending. The caller then registers this future's `.forward` on `upstream`.
     @inlinable
     final func relinkUpstream<Upstream>(to upstream: CoFuture<Upstream>) -> Bool {
-        let isPromise = UpstreamLink.isPromise(upstream)
+        let (link, weakTarget) = UpstreamLink.to(upstream)
         let (pending, released) = lock.withLock(self) { () -> (Bool, UpstreamLink) in
-            let (pending, released) = machine.relink(isPromise ? .weak : .strong(upstream as AnyObject & Sendable))
-            if pending, isPromise { weakUpstream = upstream }
+            let (pending, released) = machine.relink(link)
+            if pending, let weakTarget { weakUpstream = weakTarget }
             return (pending, released)
         }
         _ = consume released  // dropped here, unlocked
@@ -573,11 +570,15 @@ extension CoFuture {
 }
 
 extension UpstreamLink {
-    /// Whether a link to `future` is weak: whether it is a ``CoPromise`` (see ``CoFuture``).
+    /// The link to `future`: `.weak` if it is a ``CoPromise``, with `future` as the weak target
+    /// the linking future keeps in `weakUpstream`; `.strong(future)` otherwise (see ``CoFuture``).
     @inlinable
-    static func isPromise<Value>(_ future: CoFuture<Value>) -> Bool {
+    static func to<Value>(_ future: CoFuture<Value>) -> (link: UpstreamLink, weakTarget: (AnyObject & Sendable)?) {
         // `CoPromise` is final, so comparing the exact class is the same as `is CoPromise<Value>`.
-        ObjectIdentifier(type(of: future)) == ObjectIdentifier(CoPromise<Value>.self)
+        if ObjectIdentifier(type(of: future)) == ObjectIdentifier(CoPromise<Value>.self) {
+            return (.weak, future)
+        }
+        return (.strong(future), nil)
     }
 }
 

@@ -8,14 +8,14 @@
 /// read without the lock afterwards (see ``CoFuture``).
 ///
 /// ```
-///             complete / cancel                    nextBatch() == nil
+///             complete / cancel            takeNextBatch / settleIfDrained
 ///   pending ──────────────────────▶ draining ─────────────────────────▶ settled
 ///      │      (batch taken at once, if requested and empty) ──────────────▲
 ///      └── abandon (deinit): batch handed out to run with `.canceled`
 /// ```
 ///
 /// - **pending**: callbacks are stored; the upstream link (what ``CoFuture/cancel()`` cancels
-///   next) may be set, replaced or cleared.
+///   next) may be replaced (`relink`).
 /// - **draining**: the result is set and the callbacks registered so far are being run by one
 ///   thread, batch by batch; callbacks registered meanwhile are stored behind them, which keeps
 ///   registration order. The link is gone (handed out by the transition that completed).
@@ -149,6 +149,9 @@ enum CoFuturePhase: UInt8, Sendable {
     case pending = 0
     case settled = 1
     case draining = 3
+
+    /// The bit set in both completed phases (`settled` and `draining`).
+    @inlinable static var completedBit: UInt8 { 1 }
 }
 
 /// What ``CoFuture/cancel()`` cancels next: the future this one was derived from, the inner future
@@ -243,10 +246,4 @@ struct CallbackBatch<Value: Sendable>: Sendable {
     @usableFromInline var rest: [FutureCallback<Value>]?
 
     @inlinable init() {}
-
-    /// How many callbacks the batch holds.
-    @inlinable
-    var count: Int {
-        (first == nil ? 0 : 1) + (second == nil ? 0 : 1) + (third == nil ? 0 : 1) + (rest?.count ?? 0)
-    }
 }

@@ -254,3 +254,10 @@ import Testing
         #expect(batch.count == 0)
     }
 }
+
+extension CallbackBatch {
+    /// How many callbacks the batch holds.
+    var count: Int {
+        (first == nil ? 0 : 1) + (second == nil ? 0 : 1) + (third == nil ? 0 : 1) + (rest?.count ?? 0)
+    }
+}
