@@ -29,6 +29,12 @@ private func currentThreadID() -> ObjectIdentifier {
     ObjectIdentifier(Thread.current)
 }
 
+/// A class and a subclass with no state, for a promise whose value's dynamic type is a subclass.
+/// (`@unchecked`: a non-final class cannot be checked; with no stored properties there is
+/// nothing to share unsafely.)
+class BaseValue: @unchecked Sendable {}
+final class SubclassValue: BaseValue, @unchecked Sendable {}
+
 @Suite("CoFuture semantics")
 struct CoFutureTests {
     @Test func firstCompletionWins() throws {
@@ -529,6 +535,34 @@ struct CoFutureTests {
         }
         #expect(weakPromise == nil, "the derived future must not keep an abandoned promise alive")
         #expect(derived?.isCanceled == true)
+    }
+
+    /// A promise keeps its value type-erased and reads it back without a cast when the stored
+    /// type is exactly `Value`; existential values, subclasses and optionals take the checked
+    /// path. Every kind must come back as stored, through `result`, `map` on the settled promise
+    /// and a late callback.
+    @Test func aSettledPromiseReturnsItsValueWhateverTheValueType() throws {
+        /// The value read back from a settled promise through `result`, `map` and a late callback.
+        func readBack<Value: Sendable>(_ value: Value) throws -> [Value] {
+            let promise = CoPromise<Value>()
+            promise.success(value)
+            let late = Log<Value>()
+            promise.whenSuccess { late.append($0) }
+            let mapped = try #require(promise.map { $0 }.result).get()
+            let read = try #require(promise.result).get()
+            return [read, mapped] + late.elements
+        }
+        #expect(try readBack(42) == [42, 42, 42])
+        #expect(try readBack("text") == ["text", "text", "text"])
+        #expect(try readBack([1, 2]) == [[1, 2], [1, 2], [1, 2]])
+        #expect(try readBack(Int?.none) == [nil, nil, nil])
+        #expect(try readBack(Int?.some(7)) == [7, 7, 7])
+        #expect(try readBack(7 as any Sendable).map { $0 as? Int } == [7, 7, 7])
+        let error = TestError(code: 3) as any Error & Sendable
+        #expect(try readBack(error).map { $0 as? TestError } == [TestError(code: 3), TestError(code: 3), TestError(code: 3)])
+        let instance = SubclassValue()
+        let objects = try readBack(instance as BaseValue)
+        #expect(objects.count == 3 && objects.allSatisfy { $0 === instance })
     }
 
     @Test func hashableByIdentity() {
