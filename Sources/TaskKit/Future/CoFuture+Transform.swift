@@ -116,11 +116,11 @@ class TypedFuture<Value: Sendable, Stored>: CoFuture<Value>, @unchecked Sendable
         super.init(completedWith: result, typed: true)
     }
 
-    /// A pending future derived from `source`.
+    /// A pending future with the upstream link `link`.
     @inlinable
-    init<Upstream>(pendingDerivedFrom source: CoFuture<Upstream>) where Stored == Value? {
+    init(pendingWith link: consuming UpstreamLink) where Stored == Value? {
         stored = nil
-        super.init(pendingDerivedFrom: source)
+        super.init(pendingWith: link)
     }
 }
 
@@ -136,11 +136,23 @@ final class ReadyFuture<Value: Sendable>: TypedFuture<Value, Value?>, @unchecked
 /// A future derived from another one (`map`, `flatMap`, `mapError`, `recover`, `flatMapError`).
 @usableFromInline
 class DerivedFuture<Value: Sendable>: TypedFuture<Value, Value?>, @unchecked Sendable {
+    /// The target of a `.weak` upstream link (see `CoFuture.weakUpstream`); guarded by `lock`.
+    @usableFromInline @exclusivity(unchecked)
+    final weak var weakUpstreamTarget: (AnyObject & Sendable)?
+
+    @usableFromInline
+    override final var weakUpstream: (AnyObject & Sendable)? {
+        get { weakUpstreamTarget }
+        set { weakUpstreamTarget = newValue }
+    }
+
     /// Creates a pending future derived from `source`, linked to it for ``cancel()`` (see
     /// ``CoFuture``, *Ownership*). The caller must then register the new future's entry on `source`.
     @inlinable
     init<Upstream>(source: CoFuture<Upstream>) {
-        super.init(pendingDerivedFrom: source)
+        let (link, weakTarget) = UpstreamLink.to(source)
+        if let weakTarget { weakUpstreamTarget = weakTarget }
+        super.init(pendingWith: link)
     }
 
     /// Waits for `inner` and completes with its result (the second half of `flatMap` and

@@ -99,8 +99,15 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
 
     /// The promise this future links to for cancellation when its machine's link is `.weak`
     /// (see *Ownership*); guarded by `lock`. Left set once unused (it keeps nothing alive).
-    @usableFromInline @exclusivity(unchecked)
-    final weak var weakUpstream: (AnyObject & Sendable)?
+    ///
+    /// Only the futures that can link to a promise (`DerivedFuture`, ``CoPromise``) store one,
+    /// by overriding this property: a weak field costs two runtime calls per future, to create
+    /// and destroy it, which a ready result or a task's future need not pay.
+    @usableFromInline
+    var weakUpstream: (AnyObject & Sendable)? {
+        get { nil }
+        set { preconditionFailure("only a DerivedFuture or a CoPromise links to a promise") }
+    }
 
     /// The success value of a future whose class is not a ``TypedFuture`` (a ``CoPromise``, or a
     /// future made by one of `CoFuture`'s public initialisers). Type-erased, because a field
@@ -141,14 +148,13 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
         }
     }
 
-    /// Creates a pending `TypedFuture` linked to `source` (see `DerivedFuture`). The link is set
-    /// while the new future is still private to this initialiser, so without the lock.
+    /// Creates a pending `TypedFuture` with the upstream link `link` (see `DerivedFuture`, which
+    /// has stored a `.weak` link's target already). The link is set while the new future is
+    /// still private to its initialisers, so without the lock.
     @inlinable
-    init<Upstream>(pendingDerivedFrom source: CoFuture<Upstream>) {
+    init(pendingWith link: consuming UpstreamLink) {
         stateBits = Atomic(CoFuturePhase.pending.rawValue)
-        let (link, weakTarget) = UpstreamLink.to(source)
         machine = CoFutureStateMachine(completed: false, upstream: link)
-        if let weakTarget { weakUpstream = weakTarget }
         storesTyped = true
         erasedValue = ()
         storedError = nil

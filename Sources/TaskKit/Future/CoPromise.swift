@@ -10,7 +10,19 @@
 /// A promise that is released without being completed completes its observers (and the futures
 /// derived from it) with ``CoFutureError/canceled``, so nobody waits forever.
 public final class CoPromise<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
-    // Restates CoFuture's `@unchecked Sendable`: CoPromise adds no stored properties.
+    // Restates CoFuture's `@unchecked Sendable`: CoPromise's one stored property,
+    // `weakUpstreamTarget`, is guarded by the lock like the rest (see CoFuture).
+
+    /// The target of a `.weak` upstream link, when this promise forwards another promise
+    /// (see `CoFuture.weakUpstream`); guarded by `lock`.
+    @usableFromInline @exclusivity(unchecked)
+    weak var weakUpstreamTarget: (AnyObject & Sendable)?
+
+    @usableFromInline
+    override var weakUpstream: (AnyObject & Sendable)? {
+        get { weakUpstreamTarget }
+        set { weakUpstreamTarget = newValue }
+    }
 
     /// Creates a pending promise.
     @inlinable
