@@ -167,8 +167,8 @@ enum UpstreamLink: Sendable {
     case strong(AnyObject & Sendable)
     /// A promise, referenced weakly so that a promise its producer dropped still deinitialises
     /// (and cancels what waits on it) while futures derived from it are held. The weak
-    /// reference itself is the future's `weakUpstream` (stored only by the futures that can link to a promise), read under its lock: a `weak`
-    /// stored inside this enum would make the machine, and every action carrying a link,
+    /// reference itself is the future's `weakUpstream`, read under its lock: a `weak` stored
+    /// inside this enum would make the machine, and every action carrying a link,
     /// address-only, so that each copy and move went through runtime value witnesses.
     case weak
 
