@@ -11,6 +11,9 @@ let package = Package(
         .library(name: "TaskKit", targets: ["TaskKit"]),
         .library(name: "TaskKitCombine", targets: ["TaskKitCombine"]),
         .library(name: "TaskKitHTTP", targets: ["TaskKitHTTP"]),
+        // The HTTP transport for servers. Only this product builds AsyncHTTPClient: a user of
+        // `TaskKit` or `TaskKitHTTP` alone never does.
+        .library(name: "TaskKitAsyncHTTPClient", targets: ["TaskKitAsyncHTTPClient"]),
         .executable(name: "taskkit-demo", targets: ["taskkit-demo"]),
     ],
     dependencies: [
@@ -18,6 +21,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
         .package(url: "https://github.com/OpenCombine/OpenCombine.git", from: "0.14.0"),
         .package(url: "https://github.com/swhitty/FlyingFox.git", from: "0.27.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         // Documentation only: `swift package generate-documentation --target TaskKit`.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.4.0"),
@@ -45,6 +50,17 @@ let package = Package(
             dependencies: [
                 "TaskKit",
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "TaskKitAsyncHTTPClient",
+            dependencies: [
+                "TaskKit",
+                "TaskKitHTTP",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .executableTarget(
@@ -87,6 +103,8 @@ let package = Package(
             name: "TaskKitHTTPTests",
             dependencies: [
                 "TaskKit", "TaskKitHTTP", "TaskKitTestSupport", "TaskKitLoopbackServer",
+                "TaskKitAsyncHTTPClient",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),
     ],

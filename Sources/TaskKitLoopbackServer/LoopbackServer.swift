@@ -24,11 +24,14 @@ import Foundation
 /// | `GET /status?code=N` | an empty response with status `N` |
 /// | ``truncatedURL`` | a 200 header announcing 1,000 bytes, 10 bytes of body, then the connection closes |
 /// | ``garbageURL`` | bytes that are not an HTTP response, then the connection closes |
+/// | ``misbehavingURL(_:)`` | one of the ``Misbehaviour``s: a connection closed before any reply, mid-headers or mid-body, reset, or left without a reply |
 public final class LoopbackServer: Sendable {
     /// The endpoints whose hits are counted.
     public enum Endpoint: String, Sendable, Hashable, CaseIterable {
         case token, protected, flaky, ratelimited, slow, profile, search, analytics, hello, status
         case truncated, garbage
+        /// Any ``misbehavingURL(_:)``.
+        case misbehaving
         /// `GET /flaky-protected`.
         case flakyProtected
     }
@@ -52,6 +55,33 @@ public final class LoopbackServer: Sendable {
         public init() {}
     }
 
+    /// The ways the raw listener breaks a response on purpose (``misbehavingURL(_:)``). Each
+    /// reads the request head first.
+    public enum Misbehaviour: String, Sendable, CaseIterable {
+        /// Closes the connection without sending a byte.
+        case closedBeforeReply = "closed-before-reply"
+        /// Sends the status line and part of a header, then closes.
+        case closedMidHeaders = "closed-mid-headers"
+        /// Announces `Content-Length: 1000`, sends 10 bytes of body, then closes.
+        case closedMidBodyWithLength = "closed-mid-body-length"
+        /// Sends a chunked body's first chunk, then closes without the last chunk.
+        case closedMidBodyChunked = "closed-mid-body-chunked"
+        /// Sends a body delimited only by the close (no length, not chunked) and closes: the
+        /// client cannot tell it from a complete body.
+        case closedMidBodyWithoutLength = "closed-mid-body-unframed"
+        /// Resets the connection (`SO_LINGER` 0, then close): the client sees `ECONNRESET`.
+        case reset
+        /// Sends a status line that is not HTTP, then closes.
+        case garbageStatusLine = "garbage-status-line"
+        /// Sends nothing and keeps the connection open until the client gives up (or 60 s).
+        case noReply = "no-reply"
+    }
+
+    /// The URL on the raw listener that misbehaves as `misbehaviour` says.
+    public func misbehavingURL(_ misbehaviour: Misbehaviour) -> URL {
+        rawBaseURL.appendingPathComponent(misbehaviour.rawValue)
+    }
+
     /// The base URL of the well-formed endpoints, e.g. `http://127.0.0.1:54321`.
     public let baseURL: URL
     /// A URL whose response announces 1,000 body bytes, sends 10, then closes the connection.
@@ -59,6 +89,7 @@ public final class LoopbackServer: Sendable {
     /// A URL whose "response" is not HTTP at all.
     public let garbageURL: URL
 
+    private let rawBaseURL: URL
     private let state: ServerState
     private let server: HTTPServer
     private let serverTask: Task<Void, any Error>
@@ -71,6 +102,7 @@ public final class LoopbackServer: Sendable {
         self.baseURL = baseURL
         self.truncatedURL = rawBaseURL.appendingPathComponent("truncated")
         self.garbageURL = rawBaseURL.appendingPathComponent("garbage")
+        self.rawBaseURL = rawBaseURL
         self.state = state
         self.server = server
         self.serverTask = serverTask
@@ -384,7 +416,11 @@ final class RawListener: Sendable {
             return
         }
         let requestLine = String(decoding: head.prefix { $0 != 13 }, as: UTF8.self)
-        if requestLine.contains("/truncated") {
+        let path = requestLine.split(separator: " ").dropFirst().first.map(String.init) ?? ""
+        if let misbehaviour = LoopbackServer.Misbehaviour(rawValue: String(path.dropFirst())) {
+            await state.hit(.misbehaving)
+            await misbehave(misbehaviour, on: connection)
+        } else if requestLine.contains("/truncated") {
             await state.hit(.truncated)
             let response = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\n0123456789"
             try? await connection.write(Data(response.utf8))
@@ -393,6 +429,48 @@ final class RawListener: Sendable {
             try? await connection.write(Data("\u{1}\u{2}THIS IS NOT HTTP\r\n\r\n\u{0}\u{7f}garbage".utf8))
         }
     }
+}
+
+extension RawListener {
+    private static func misbehave(_ misbehaviour: LoopbackServer.Misbehaviour, on connection: AsyncSocket) async {
+        let reply: String
+        switch misbehaviour {
+        case .closedBeforeReply:
+            return
+        case .closedMidHeaders:
+            reply = "HTTP/1.1 200 OK\r\nContent-Type: text/pl"
+        case .closedMidBodyWithLength:
+            reply = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\n0123456789"
+        case .closedMidBodyChunked:
+            reply = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\na\r\n0123456789\r\n"
+        case .closedMidBodyWithoutLength:
+            reply = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n0123456789"
+        case .reset:
+            // A zero linger time makes `close` send RST instead of FIN.
+            try? connection.socket.setValue(true, for: ResetOnClose())
+            return
+        case .garbageStatusLine:
+            reply = "HTTQ/9 two hundred\r\n\r\n"
+        case .noReply:
+            // Until the client closes (the read returns or fails) or a minute passes.
+            _ = try? await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { _ = try await connection.read(atMost: 1) }
+                group.addTask { try await Task.sleep(for: .seconds(60)) }
+                try await group.next()
+                group.cancelAll()
+            }
+            return
+        }
+        try? await connection.write(Data(reply.utf8))
+    }
+}
+
+/// `SO_LINGER` with a zero timeout when set to `true`: closing the socket then resets the
+/// connection.
+private struct ResetOnClose: SocketOption {
+    var name: Int32 { SO_LINGER }
+    func makeValue(from socketValue: linger) -> Bool { socketValue.l_onoff != 0 }
+    func makeSocketValue(from value: Bool) -> linger { linger(l_onoff: value ? 1 : 0, l_linger: 0) }
 }
 
 extension Array where Element == UInt8 {

@@ -25,11 +25,11 @@ struct BearerAuthenticationServerTests {
         )
     }
 
-    @Test("50 concurrent requests with an expired token cause exactly one refresh and all succeed")
-    func fiftyRequestsOneRefresh() async throws {
+    @Test("50 concurrent requests with an expired token cause exactly one refresh and all succeed", arguments: HTTPTestTransport.allCases)
+    func fiftyRequestsOneRefresh(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let authenticator = await signedInAuthenticator(server)
-            let manager = URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()], timeout: .seconds(60))
+            let manager = URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()], transport: transport.make(), timeout: .seconds(60))
             await server.expireAllTokens()
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<50 {
@@ -46,8 +46,8 @@ struct BearerAuthenticationServerTests {
         }
     }
 
-    @Test("50 requests all rejected before the refresh completes wait for it and share it")
-    func fiftyRejectedRequestsWaitForOneRefresh() async throws {
+    @Test("50 requests all rejected before the refresh completes wait for it and share it", arguments: HTTPTestTransport.allCases)
+    func fiftyRejectedRequestsWaitForOneRefresh(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let gate = HTTPTestGate()
             let inner = httpTestRefresh(server)
@@ -55,7 +55,7 @@ struct BearerAuthenticationServerTests {
                 await gate.wait()
                 return try await inner(current, transport)
             }
-            let manager = URLTaskManager(interceptors: [authenticator], timeout: .seconds(60))
+            let manager = URLTaskManager(interceptors: [authenticator], transport: transport.make(), timeout: .seconds(60))
             await server.expireAllTokens()
             let requests = Task {
                 try await withThrowingTaskGroup(of: Int.self) { group in
@@ -77,8 +77,8 @@ struct BearerAuthenticationServerTests {
         }
     }
 
-    @Test("a request signed with an older token is replayed with the new one without a second refresh")
-    func olderTokenReplayedWithoutSecondRefresh() async throws {
+    @Test("a request signed with an older token is replayed with the new one without a second refresh", arguments: HTTPTestTransport.allCases)
+    func olderTokenReplayedWithoutSecondRefresh(_ transport: HTTPTestTransport) async throws {
         /// Holds the adapted request of the first task whose URL has `?hold` until the gate opens.
         struct BearerServerTestsHoldingAdapter: URLTaskInterceptor {
             let gate: HTTPTestGate
@@ -94,7 +94,8 @@ struct BearerAuthenticationServerTests {
             // The authenticator signs first; the holding adapter then parks request A, signed
             // with the old token.
             let manager = URLTaskManager(
-                interceptors: [authenticator, BearerServerTestsHoldingAdapter(gate: gate)], timeout: .seconds(60)
+                interceptors: [authenticator, BearerServerTestsHoldingAdapter(gate: gate)],
+                transport: transport.make(), timeout: .seconds(60)
             )
             await server.expireAllTokens()
             let requestA = Task { try await manager.response(for: URLRequest(url: server.url("/protected?hold"))) }
@@ -115,8 +116,8 @@ struct BearerAuthenticationServerTests {
         }
     }
 
-    @Test("a refresh failure fails every waiting request with AuthenticationError.refreshFailed")
-    func refreshFailureFailsWaiters() async throws {
+    @Test("a refresh failure fails every waiting request with AuthenticationError.refreshFailed", arguments: HTTPTestTransport.allCases)
+    func refreshFailureFailsWaiters(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let gate = HTTPTestGate()
             let inner = httpTestRefresh(server)
@@ -124,7 +125,7 @@ struct BearerAuthenticationServerTests {
                 await gate.wait()
                 return try await inner(current, transport)
             }
-            let manager = URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()], timeout: .seconds(60))
+            let manager = URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()], transport: transport.make(), timeout: .seconds(60))
             await server.expireAllTokens()
             await server.updateKnobs { $0.tokenFailures = 1 }
             let requests = (0..<10).map { _ in
@@ -149,15 +150,15 @@ struct BearerAuthenticationServerTests {
         }
     }
 
-    @Test("a refresh loop (more than 5 refreshes in 30 s) stops with AuthenticationError.refreshLoopDetected")
-    func refreshLoopStops() async throws {
+    @Test("a refresh loop (more than 5 refreshes in 30 s) stops with AuthenticationError.refreshLoopDetected", arguments: HTTPTestTransport.allCases)
+    func refreshLoopStops(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let clock = ManualClock()
             // The server forgets every token right after issuing it: each replay gets 401 again.
             let authenticator = await signedInAuthenticator(
                 server, clock: clock, refresh: httpTestRefresh(server) { await server.expireAllTokens() }
             )
-            let manager = URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()], clock: clock)
+            let manager = URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()], transport: transport.make(), clock: clock)
             await server.expireAllTokens()
             let error = await #expect(throws: AuthenticationError.self) {
                 _ = try await manager.data(for: URLRequest(url: server.url("/protected")))
@@ -173,12 +174,12 @@ struct BearerAuthenticationServerTests {
         }
     }
 
-    @Test("refreshes spread over more than the window are not a loop")
-    func refreshesOutsideTheWindowAreAllowed() async throws {
+    @Test("refreshes spread over more than the window are not a loop", arguments: HTTPTestTransport.allCases)
+    func refreshesOutsideTheWindowAreAllowed(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let clock = ManualClock()
             let authenticator = await signedInAuthenticator(server, clock: clock)
-            let manager = URLTaskManager(interceptors: [authenticator], clock: clock)
+            let manager = URLTaskManager(interceptors: [authenticator], transport: transport.make(), clock: clock)
             for _ in 0..<8 {
                 await server.expireAllTokens()
                 let (_, response) = try await manager.data(for: URLRequest(url: server.url("/protected")))
@@ -189,8 +190,8 @@ struct BearerAuthenticationServerTests {
         }
     }
 
-    @Test("a credential that expires within the leeway is refreshed before sending, without a 401")
-    func proactiveRefresh() async throws {
+    @Test("a credential that expires within the leeway is refreshed before sending, without a 401", arguments: HTTPTestTransport.allCases)
+    func proactiveRefresh(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let clock = ManualClock()
             let token = await server.issueToken()
@@ -198,7 +199,7 @@ struct BearerAuthenticationServerTests {
                 credential: BearerCredential(accessToken: token, expiresIn: .seconds(60)),
                 configuration: .init(refreshLeeway: .seconds(30)), clock: clock, refresh: httpTestRefresh(server)
             )
-            let manager = URLTaskManager(interceptors: [authenticator], clock: clock)
+            let manager = URLTaskManager(interceptors: [authenticator], transport: transport.make(), clock: clock)
             _ = try await manager.data(for: URLRequest(url: server.url("/protected")))
             #expect(await server.refreshCount() == 0)
             clock.advance(by: .seconds(31))  // 29 s left: within the leeway
@@ -210,11 +211,11 @@ struct BearerAuthenticationServerTests {
         }
     }
 
-    @Test("without any credential the first request refreshes before sending")
-    func noInitialCredential() async throws {
+    @Test("without any credential the first request refreshes before sending", arguments: HTTPTestTransport.allCases)
+    func noInitialCredential(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let authenticator = BearerTokenAuthenticator(refresh: httpTestRefresh(server))
-            let manager = URLTaskManager(interceptors: [authenticator])
+            let manager = URLTaskManager(interceptors: [authenticator], transport: transport.make())
             let (_, response) = try await manager.data(for: URLRequest(url: server.url("/protected")))
             #expect(response.statusCode == 200)
             #expect(await server.refreshCount() == 1)
@@ -222,8 +223,8 @@ struct BearerAuthenticationServerTests {
         }
     }
 
-    @Test("the refresh request bypasses every interceptor")
-    func refreshBypassesInterceptors() async throws {
+    @Test("the refresh request bypasses every interceptor", arguments: HTTPTestTransport.allCases)
+    func refreshBypassesInterceptors(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let before = HTTPTestRecordingInterceptor()
             let after = HTTPTestRecordingInterceptor()
@@ -233,7 +234,7 @@ struct BearerAuthenticationServerTests {
                 refreshTransports.withLock { $0.append(String(describing: type(of: transport))) }
                 return try await inner(current, transport)
             }
-            let transport = HTTPTestRecordingTransport()
+            let transport = HTTPTestRecordingTransport(transport.make())
             let manager = URLTaskManager(interceptors: [before, authenticator, after], transport: transport)
             await server.expireAllTokens()
             let (_, response) = try await manager.data(for: URLRequest(url: server.url("/protected")))
@@ -254,8 +255,8 @@ struct BearerAuthenticationServerTests {
         }
     }
 
-    @Test("a replay after a refresh does not use up the retry policy's budget")
-    func replayDoesNotConsumeRetryBudget() async throws {
+    @Test("a replay after a refresh does not use up the retry policy's budget", arguments: HTTPTestTransport.allCases)
+    func replayDoesNotConsumeRetryBudget(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let clock = ManualClock()
             let authenticator = await signedInAuthenticator(server, clock: clock)
@@ -263,7 +264,8 @@ struct BearerAuthenticationServerTests {
             // (twice: failuresBeforeSuccess = 2 would need two retries, so allow one failure).
             await server.updateKnobs { $0.failuresBeforeSuccess = 1 }
             let manager = URLTaskManager(
-                interceptors: [authenticator, httpTestRetryPolicy(count: 1)], clock: clock
+                interceptors: [authenticator, httpTestRetryPolicy(count: 1)],
+                transport: transport.make(), clock: clock
             )
             await server.expireAllTokens()
             let request = Task { try await manager.response(for: URLRequest(url: server.url("/flaky-protected?key=budget"))) }
@@ -275,8 +277,8 @@ struct BearerAuthenticationServerTests {
         }
     }
 
-    @Test("cancelling a request that waits for a refresh stops only that request")
-    func cancelWhileWaitingForRefresh() async throws {
+    @Test("cancelling a request that waits for a refresh stops only that request", arguments: HTTPTestTransport.allCases)
+    func cancelWhileWaitingForRefresh(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let gate = HTTPTestGate()
             let inner = httpTestRefresh(server)
@@ -284,7 +286,7 @@ struct BearerAuthenticationServerTests {
                 await gate.wait()
                 return try await inner(current, transport)
             }
-            let manager = URLTaskManager(interceptors: [authenticator])
+            let manager = URLTaskManager(interceptors: [authenticator], transport: transport.make())
             await server.expireAllTokens()
             let cancelled = Task { try await manager.data(for: URLRequest(url: server.url("/protected"))) }
             let kept = Task { try await manager.data(for: URLRequest(url: server.url("/protected"))) }

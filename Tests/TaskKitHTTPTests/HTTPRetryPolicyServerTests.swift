@@ -14,17 +14,17 @@ import FoundationNetworking
 @Suite("HTTPRetryPolicy against a loopback server")
 struct HTTPRetryPolicyServerTests {
     func manager(
-        _ policy: HTTPRetryPolicy = httpTestRetryPolicy(), clock: ManualClock
+        _ policy: HTTPRetryPolicy = httpTestRetryPolicy(), over kind: HTTPTestTransport, clock: ManualClock
     ) -> (URLTaskManager, HTTPTestRecordingTransport) {
-        let transport = HTTPTestRecordingTransport()
+        let transport = HTTPTestRecordingTransport(kind.make())
         return (URLTaskManager(interceptors: [policy], transport: transport, clock: clock), transport)
     }
 
-    @Test("a flaky GET is retried with exponential backoff until it succeeds")
-    func flakyGetRecovers() async throws {
+    @Test("a flaky GET is retried with exponential backoff until it succeeds", arguments: HTTPTestTransport.allCases)
+    func flakyGetRecovers(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let clock = ManualClock()
-            let (manager, _) = manager(clock: clock)
+            let (manager, _) = manager(over: transport, clock: clock)
             let request = Task { try await manager.response(for: URLRequest(url: server.url("/flaky?key=get"))) }
             #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(1))
             #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(2))
@@ -36,11 +36,11 @@ struct HTTPRetryPolicyServerTests {
         }
     }
 
-    @Test("backoff is capped, and the budget ends with the last response returned")
-    func backoffCapAndBudget() async throws {
+    @Test("backoff is capped, and the budget ends with the last response returned", arguments: HTTPTestTransport.allCases)
+    func backoffCapAndBudget(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer(knobs: { var knobs = LoopbackServer.Knobs(); knobs.failuresBeforeSuccess = 10; return knobs }()) { server in
             let clock = ManualClock()
-            let (manager, _) = manager(httpTestRetryPolicy(count: 4), clock: clock)
+            let (manager, _) = manager(httpTestRetryPolicy(count: 4), over: transport, clock: clock)
             let request = Task { try await manager.response(for: URLRequest(url: server.url("/flaky?key=cap"))) }
             var delays: [Duration?] = []
             for _ in 0..<4 { delays.append(await clock.httpTestAdvanceToNextSleeper()) }
@@ -51,12 +51,12 @@ struct HTTPRetryPolicyServerTests {
         }
     }
 
-    @Test("full jitter keeps each delay within 0...the exponential delay")
-    func jitterBounds() async throws {
+    @Test("full jitter keeps each delay within 0...the exponential delay", arguments: HTTPTestTransport.allCases)
+    func jitterBounds(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer(knobs: { var knobs = LoopbackServer.Knobs(); knobs.failuresBeforeSuccess = 3; return knobs }()) { server in
             for round in 0..<5 {
                 let clock = ManualClock()
-                let (manager, _) = manager(httpTestRetryPolicy(count: 3, jitter: .full), clock: clock)
+                let (manager, _) = manager(httpTestRetryPolicy(count: 3, jitter: .full), over: transport, clock: clock)
                 let request = Task { try await manager.response(for: URLRequest(url: server.url("/flaky?key=jitter\(round)"))) }
                 for bound in [1, 2, 3] {
                     let delay = try #require(await clock.httpTestAdvanceToNextSleeper())
@@ -68,11 +68,11 @@ struct HTTPRetryPolicyServerTests {
         }
     }
 
-    @Test("a POST is not retried by default; opting in retries it")
-    func postNotRetriedByDefault() async throws {
+    @Test("a POST is not retried by default; opting in retries it", arguments: HTTPTestTransport.allCases)
+    func postNotRetriedByDefault(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let clock = ManualClock()
-            let (manager, _) = manager(clock: clock)
+            let (manager, _) = manager(over: transport, clock: clock)
             var post = URLRequest(url: server.url("/flaky?key=post"))
             post.httpMethod = "POST"
             let response = try await manager.response(for: post)
@@ -82,7 +82,7 @@ struct HTTPRetryPolicyServerTests {
 
             var optedIn = httpTestRetryPolicy()
             optedIn.retryableMethods.insert("POST")
-            let (retrying, _) = self.manager(optedIn, clock: clock)
+            let (retrying, _) = self.manager(optedIn, over: transport, clock: clock)
             let request = Task { try await retrying.response(for: post) }
             #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(1))
             let status = try await request.value.statusCode
@@ -91,12 +91,12 @@ struct HTTPRetryPolicyServerTests {
         }
     }
 
-    @Test("each retryable status is retried; other statuses are returned at once")
-    func retryableStatuses() async throws {
+    @Test("each retryable status is retried; other statuses are returned at once", arguments: HTTPTestTransport.allCases)
+    func retryableStatuses(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             for status in [408, 429, 500, 502, 503, 504] {
                 let clock = ManualClock()
-                let (manager, transport) = manager(httpTestRetryPolicy(count: 1), clock: clock)
+                let (manager, transport) = manager(httpTestRetryPolicy(count: 1), over: transport, clock: clock)
                 let request = Task { try await manager.response(for: URLRequest(url: server.url("/status?code=\(status)"))) }
                 #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(1), "\(status)")
                 let received = try await request.value.statusCode
@@ -105,7 +105,7 @@ struct HTTPRetryPolicyServerTests {
             }
             for status in [200, 400, 401, 403, 404, 501] {
                 let clock = ManualClock()
-                let (manager, transport) = manager(httpTestRetryPolicy(count: 1), clock: clock)
+                let (manager, transport) = manager(httpTestRetryPolicy(count: 1), over: transport, clock: clock)
                 let received = try await manager.response(for: URLRequest(url: server.url("/status?code=\(status)"))).statusCode
                 #expect(received == status)
                 #expect(transport.requests.count == 1, "\(status)")
@@ -114,11 +114,11 @@ struct HTTPRetryPolicyServerTests {
         }
     }
 
-    @Test("429 with Retry-After in seconds waits that long")
-    func retryAfterSeconds() async throws {
+    @Test("429 with Retry-After in seconds waits that long", arguments: HTTPTestTransport.allCases)
+    func retryAfterSeconds(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let clock = ManualClock()
-            let (manager, _) = manager(clock: clock)
+            let (manager, _) = manager(over: transport, clock: clock)
             let request = Task {
                 try await manager.response(for: URLRequest(url: server.url("/ratelimited?key=s&mode=seconds&after=2")))
             }
@@ -129,12 +129,12 @@ struct HTTPRetryPolicyServerTests {
         }
     }
 
-    @Test("Retry-After longer than the cap is bounded by the cap")
-    func retryAfterBoundedByCap() async throws {
+    @Test("Retry-After longer than the cap is bounded by the cap", arguments: HTTPTestTransport.allCases)
+    func retryAfterBoundedByCap(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             for mode in ["seconds", "date"] {
                 let clock = ManualClock()
-                let (manager, _) = manager(clock: clock)
+                let (manager, _) = manager(over: transport, clock: clock)
                 let request = Task {
                     try await manager.response(for: URLRequest(url: server.url("/ratelimited?key=cap-\(mode)&mode=\(mode)&after=3600")))
                 }
@@ -145,8 +145,8 @@ struct HTTPRetryPolicyServerTests {
         }
     }
 
-    @Test("429 with Retry-After as an HTTP-date waits until that date")
-    func retryAfterDate() async throws {
+    @Test("429 with Retry-After as an HTTP-date waits until that date", arguments: HTTPTestTransport.allCases)
+    func retryAfterDate(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let clock = ManualClock()
             // The policy's wall clock and the server's date are pinned to the same instant, so
@@ -156,7 +156,7 @@ struct HTTPRetryPolicyServerTests {
                 retry: .count(count: 1, intervalProxy: .exponentialBackoff(initialTimeInterval: 0.1, maximumTimeInterval: 30)),
                 currentDate: { now }
             )
-            let (manager, _) = manager(policy, clock: clock)
+            let (manager, _) = manager(policy, over: transport, clock: clock)
             let request = Task {
                 try await manager.response(
                     for: URLRequest(url: server.url("/ratelimited?key=d&mode=date&after=10&from=1800000000"))
@@ -168,11 +168,11 @@ struct HTTPRetryPolicyServerTests {
         }
     }
 
-    @Test("cancelling a request during its backoff cancels the wait")
-    func cancelDuringBackoff() async throws {
+    @Test("cancelling a request during its backoff cancels the wait", arguments: HTTPTestTransport.allCases)
+    func cancelDuringBackoff(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let clock = ManualClock()
-            let (manager, _) = manager(clock: clock)
+            let (manager, _) = manager(over: transport, clock: clock)
             let request = Task { try await manager.response(for: URLRequest(url: server.url("/flaky?key=cancel"))) }
             #expect(await httpTestEventually { clock.sleeperCount == 1 })
             request.cancel()
@@ -186,11 +186,11 @@ struct HTTPRetryPolicyServerTests {
         }
     }
 
-    @Test("the deadline covers the retries: it fires during a backoff")
-    func deadlineCoversRetries() async throws {
+    @Test("the deadline covers the retries: it fires during a backoff", arguments: HTTPTestTransport.allCases)
+    func deadlineCoversRetries(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let clock = ManualClock()
-            let manager = URLTaskManager(interceptors: [httpTestRetryPolicy()], timeout: .milliseconds(1500), clock: clock)
+            let manager = URLTaskManager(interceptors: [httpTestRetryPolicy()], transport: transport.make(), timeout: .milliseconds(1500), clock: clock)
             let request = Task { try await manager.response(for: URLRequest(url: server.url("/flaky?key=deadline"))) }
             // Two sleepers: the deadline (1.5 s) and the first backoff (1 s).
             #expect(await httpTestEventually { clock.sleeperCount == 2 })

@@ -1,5 +1,7 @@
+import AsyncHTTPClient
 import Foundation
 import Logging
+import TaskKitAsyncHTTPClient
 import TaskKit
 import TaskKitLoopbackServer
 import TaskKitTestSupport
@@ -9,6 +11,29 @@ import FoundationNetworking
 #endif
 
 @testable import TaskKitHTTP
+
+/// The transports the server tests run against, each with the same expected outcomes.
+enum HTTPTestTransport: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case urlSession = "URLSession"
+    case asyncHTTPClient = "AsyncHTTPClient"
+
+    var testDescription: String { rawValue }
+
+    /// A new transport of this kind.
+    func make() -> any HTTPTransport {
+        switch self {
+        case .urlSession: URLSessionTransport()
+        case .asyncHTTPClient: AsyncHTTPClientTransport(client: Self.client)
+        }
+    }
+
+    /// One client for every test, with the configuration the transport recommends; it lives as
+    /// long as the test process, so it is never shut down.
+    static let client = HTTPClient(
+        eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+        configuration: AsyncHTTPClientTransport.recommendedConfiguration
+    )
+}
 
 /// Starts a loopback server (127.0.0.1, free ports), runs `body`, and always stops the server.
 func withHTTPTestServer<R>(

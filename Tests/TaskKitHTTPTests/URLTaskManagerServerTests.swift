@@ -13,10 +13,10 @@ import FoundationNetworking
 /// bad input, interceptor commands, adapters and the callback form.
 @Suite("URLTaskManager against a loopback server")
 struct URLTaskManagerServerTests {
-    @Test("a plain GET returns the body and the response")
-    func plainGet() async throws {
+    @Test("a plain GET returns the body and the response", arguments: HTTPTestTransport.allCases)
+    func plainGet(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
-            let manager = URLTaskManager()
+            let manager = URLTaskManager(transport: transport.make())
             let (data, response) = try await manager.data(for: URLRequest(url: server.url("/hello")))
             #expect(response.statusCode == 200)
             #expect(String(decoding: data, as: UTF8.self) == "hello")
@@ -26,11 +26,11 @@ struct URLTaskManagerServerTests {
         }
     }
 
-    @Test("a stopped server surfaces URLError.cannotConnectToHost, without hanging")
-    func stoppedServer() async throws {
+    @Test("a stopped server surfaces URLError.cannotConnectToHost, without hanging", arguments: HTTPTestTransport.allCases)
+    func stoppedServer(_ transport: HTTPTestTransport) async throws {
         let stopped = try RefusingPort()  // nothing listens there, and no parallel test can take it
         let url = stopped.url("/hello")
-        let manager = URLTaskManager(timeout: .seconds(30))
+        let manager = URLTaskManager(transport: transport.make(), timeout: .seconds(30))
         let error = await #expect(throws: URLError.self) {
             _ = try await manager.data(for: URLRequest(url: url))
         }
@@ -38,12 +38,12 @@ struct URLTaskManagerServerTests {
         withExtendedLifetime(stopped) {}  // the port stays reserved until here
     }
 
-    @Test("a stopped server: the retry policy retries the connection failure, then gives up with the URLError")
-    func stoppedServerWithRetries() async throws {
+    @Test("a stopped server: the retry policy retries the connection failure, then gives up with the URLError", arguments: HTTPTestTransport.allCases)
+    func stoppedServerWithRetries(_ transport: HTTPTestTransport) async throws {
         let stopped = try RefusingPort()
         let url = stopped.url("/hello")
         let clock = ManualClock()
-        let transport = HTTPTestRecordingTransport()
+        let transport = HTTPTestRecordingTransport(transport.make())
         let manager = URLTaskManager(interceptors: [httpTestRetryPolicy(count: 2)], transport: transport, clock: clock)
         let request = Task { try await manager.data(for: URLRequest(url: url)) }
         #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(1))
@@ -54,10 +54,10 @@ struct URLTaskManagerServerTests {
         withExtendedLifetime(stopped) {}  // the port stays reserved until here
     }
 
-    @Test("cancelling the awaiting task cancels the in-flight request")
-    func cancellingTheCallerCancelsTheRequest() async throws {
+    @Test("cancelling the awaiting task cancels the in-flight request", arguments: HTTPTestTransport.allCases)
+    func cancellingTheCallerCancelsTheRequest(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
-            let transport = HTTPTestRecordingTransport()
+            let transport = HTTPTestRecordingTransport(transport.make())
             let manager = URLTaskManager(transport: transport)
             let request = Task { try await manager.data(for: URLRequest(url: server.url("/slow?ms=20000"))) }
             #expect(await httpTestEventually { await server.hits(.slow) == 1 })
@@ -79,10 +79,10 @@ struct URLTaskManagerServerTests {
         }
     }
 
-    @Test("cancelling through the handle of the callback form cancels the request")
-    func cancellingTheHandle() async throws {
+    @Test("cancelling through the handle of the callback form cancels the request", arguments: HTTPTestTransport.allCases)
+    func cancellingTheHandle(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
-            let transport = HTTPTestRecordingTransport()
+            let transport = HTTPTestRecordingTransport(transport.make())
             let manager = URLTaskManager(transport: transport)
             let result = LockedState<Result<URLTaskResponse, any Error>?>(nil)
             let handle = manager.dataTask(with: URLRequest(url: server.url("/slow?ms=20000"))) { outcome in
@@ -101,11 +101,11 @@ struct URLTaskManagerServerTests {
         }
     }
 
-    @Test("the manager's timeout fires on its clock and cancels the request")
-    func timeoutFires() async throws {
+    @Test("the manager's timeout fires on its clock and cancels the request", arguments: HTTPTestTransport.allCases)
+    func timeoutFires(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let clock = ManualClock()
-            let transport = HTTPTestRecordingTransport()
+            let transport = HTTPTestRecordingTransport(transport.make())
             let manager = URLTaskManager(transport: transport, timeout: .milliseconds(500), clock: clock)
             let request = Task { try await manager.data(for: URLRequest(url: server.url("/slow?ms=20000"))) }
             #expect(await httpTestEventually { await server.hits(.slow) == 1 })
@@ -122,11 +122,11 @@ struct URLTaskManagerServerTests {
         }
     }
 
-    @Test("a per-request timeout overrides the manager's default")
-    func perRequestTimeout() async throws {
+    @Test("a per-request timeout overrides the manager's default", arguments: HTTPTestTransport.allCases)
+    func perRequestTimeout(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let clock = ManualClock()
-            let manager = URLTaskManager(timeout: .seconds(60), clock: clock)
+            let manager = URLTaskManager(transport: transport.make(), timeout: .seconds(60), clock: clock)
             let request = Task {
                 try await manager.data(for: URLRequest(url: server.url("/slow?ms=20000")), timeout: .seconds(1))
             }
@@ -136,9 +136,9 @@ struct URLTaskManagerServerTests {
         }
     }
 
-    @Test("URLs that are not http or https are rejected before anything is sent")
-    func nonHTTPURLRejected() async throws {
-        let transport = HTTPTestRecordingTransport()
+    @Test("URLs that are not http or https are rejected before anything is sent", arguments: HTTPTestTransport.allCases)
+    func nonHTTPURLRejected(_ transport: HTTPTestTransport) async throws {
+        let transport = HTTPTestRecordingTransport(transport.make())
         let manager = URLTaskManager(transport: transport)
         for text in ["ftp://127.0.0.1/file", "file:///etc/hostname", "data:text/plain,hi", "mailto:a@127.0.0.1", "http:///no-host"] {
             let url = try #require(URL(string: text))
@@ -151,14 +151,14 @@ struct URLTaskManagerServerTests {
         #expect(transport.requests.isEmpty)
     }
 
-    @Test("an interceptor that rewrites the URL to a non-HTTP scheme is rejected too")
-    func adaptedToNonHTTPRejected() async throws {
+    @Test("an interceptor that rewrites the URL to a non-HTTP scheme is rejected too", arguments: HTTPTestTransport.allCases)
+    func adaptedToNonHTTPRejected(_ transport: HTTPTestTransport) async throws {
         struct URLTaskManagerTestsFTPRewriter: URLTaskInterceptor {
             func adapt(_ request: URLRequest, for task: URLTask, context: URLTaskContext) async throws -> URLRequest {
                 URLRequest(url: URL(string: "ftp://127.0.0.1/x")!)
             }
         }
-        let transport = HTTPTestRecordingTransport()
+        let transport = HTTPTestRecordingTransport(transport.make())
         let manager = URLTaskManager(interceptors: [URLTaskManagerTestsFTPRewriter()], transport: transport)
         await #expect(throws: URLTaskError.unsupportedURL(URL(string: "ftp://127.0.0.1/x"))) {
             _ = try await manager.data(for: URLRequest(url: URL(string: "http://127.0.0.1:9/never")!))
@@ -166,10 +166,10 @@ struct URLTaskManagerServerTests {
         #expect(transport.requests.isEmpty)
     }
 
-    @Test("a connection closed mid-body is URLError.networkConnectionLost")
-    func truncatedBody() async throws {
+    @Test("a connection closed mid-body is URLError.networkConnectionLost", arguments: HTTPTestTransport.allCases)
+    func truncatedBody(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
-            let manager = URLTaskManager(timeout: .seconds(30))
+            let manager = URLTaskManager(transport: transport.make(), timeout: .seconds(30))
             let error = await #expect(throws: URLError.self) {
                 _ = try await manager.data(for: URLRequest(url: server.truncatedURL))
             }
@@ -179,10 +179,10 @@ struct URLTaskManagerServerTests {
         }
     }
 
-    @Test("garbage instead of HTTP is URLError.cannotParseResponse")
-    func garbageResponse() async throws {
+    @Test("garbage instead of HTTP is URLError.cannotParseResponse", arguments: HTTPTestTransport.allCases)
+    func garbageResponse(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
-            let manager = URLTaskManager(timeout: .seconds(30))
+            let manager = URLTaskManager(transport: transport.make(), timeout: .seconds(30))
             let error = await #expect(throws: URLError.self) {
                 _ = try await manager.data(for: URLRequest(url: server.garbageURL))
             }
@@ -191,8 +191,8 @@ struct URLTaskManagerServerTests {
         }
     }
 
-    @Test("URLSessionTransport.normalized leaves other errors and non-HTTP requests alone")
-    func normalizationIsNarrow() throws {
+    @Test("URLSessionTransport.normalized leaves other errors and non-HTTP requests alone", arguments: HTTPTestTransport.allCases)
+    func normalizationIsNarrow(_ transport: HTTPTestTransport) throws {
         let http = URLRequest(url: URL(string: "http://127.0.0.1/x")!)
         let ftp = URLRequest(url: URL(string: "ftp://127.0.0.1/x")!)
         let cut = URLError(.unknown, userInfo: [NSLocalizedDescriptionKey: "transfer closed with 5 bytes remaining to read"])
@@ -207,11 +207,11 @@ struct URLTaskManagerServerTests {
         }
     }
 
-    @Test("a truncated body is retried as a transient failure by the retry policy")
-    func truncatedBodyRetried() async throws {
+    @Test("a truncated body is retried as a transient failure by the retry policy", arguments: HTTPTestTransport.allCases)
+    func truncatedBodyRetried(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let clock = ManualClock()
-            let manager = URLTaskManager(interceptors: [httpTestRetryPolicy(count: 1)], clock: clock)
+            let manager = URLTaskManager(interceptors: [httpTestRetryPolicy(count: 1)], transport: transport.make(), clock: clock)
             let request = Task { try await manager.data(for: URLRequest(url: server.truncatedURL)) }
             #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(1))
             let error = await #expect(throws: URLError.self) { _ = try await request.value }
@@ -220,8 +220,8 @@ struct URLTaskManagerServerTests {
         }
     }
 
-    @Test("an interceptor holds requests in a batch and releases them together")
-    func holdThroughURLTaskInterceptor() async throws {
+    @Test("an interceptor holds requests in a batch and releases them together", arguments: HTTPTestTransport.allCases)
+    func holdThroughURLTaskInterceptor(_ transport: HTTPTestTransport) async throws {
         struct URLTaskManagerTestsBatcher: URLTaskInterceptor {
             let size: Int
             func intercept(task: inout URLTask, currentBatchCount: Int) -> InterceptCommand {
@@ -229,7 +229,7 @@ struct URLTaskManagerServerTests {
             }
         }
         try await withHTTPTestServer { server in
-            let manager = URLTaskManager(interceptors: [URLTaskManagerTestsBatcher(size: 3)])
+            let manager = URLTaskManager(interceptors: [URLTaskManagerTestsBatcher(size: 3)], transport: transport.make())
             let first = manager.dataTask(with: URLRequest(url: server.url("/hello")))
             let second = manager.dataTask(with: URLRequest(url: server.url("/hello")))
             #expect(first.state == .pending && second.state == .pending)
@@ -242,15 +242,15 @@ struct URLTaskManagerServerTests {
         }
     }
 
-    @Test("an interceptor discards a request: TaskError.discarded, nothing sent")
-    func discardThroughURLTaskInterceptor() async throws {
+    @Test("an interceptor discards a request: TaskError.discarded, nothing sent", arguments: HTTPTestTransport.allCases)
+    func discardThroughURLTaskInterceptor(_ transport: HTTPTestTransport) async throws {
         struct URLTaskManagerTestsDiscarder: URLTaskInterceptor {
             func intercept(task: inout URLTask, currentBatchCount: Int) -> InterceptCommand {
                 task.request.value(forHTTPHeaderField: "X-Drop") == nil ? .execute : .discard
             }
         }
         try await withHTTPTestServer { server in
-            let manager = URLTaskManager(interceptors: [URLTaskManagerTestsDiscarder()])
+            let manager = URLTaskManager(interceptors: [URLTaskManagerTestsDiscarder()], transport: transport.make())
             var dropped = URLRequest(url: server.url("/hello"))
             dropped.setValue("1", forHTTPHeaderField: "X-Drop")
             let error = await #expect(throws: TaskError.self) { _ = try await manager.data(for: dropped) }
@@ -264,8 +264,8 @@ struct URLTaskManagerServerTests {
         }
     }
 
-    @Test("intercept(task:) changes to the request are sent")
-    func interceptChangesRequest() async throws {
+    @Test("intercept(task:) changes to the request are sent", arguments: HTTPTestTransport.allCases)
+    func interceptChangesRequest(_ transport: HTTPTestTransport) async throws {
         struct URLTaskManagerTestsRedirector: URLTaskInterceptor {
             let url: URL
             func intercept(task: inout URLTask, currentBatchCount: Int) -> InterceptCommand {
@@ -274,15 +274,15 @@ struct URLTaskManagerServerTests {
             }
         }
         try await withHTTPTestServer { server in
-            let manager = URLTaskManager(interceptors: [URLTaskManagerTestsRedirector(url: server.url("/hello"))])
+            let manager = URLTaskManager(interceptors: [URLTaskManagerTestsRedirector(url: server.url("/hello"))], transport: transport.make())
             let (data, _) = try await manager.data(for: URLRequest(url: server.url("/status?code=500")))
             #expect(String(decoding: data, as: UTF8.self) == "hello")
             #expect(await server.hits(.status) == 0)
         }
     }
 
-    @Test("an async adapter's error reaches the caller unchanged and nothing is sent")
-    func adapterFailureReachesCaller() async throws {
+    @Test("an async adapter's error reaches the caller unchanged and nothing is sent", arguments: HTTPTestTransport.allCases)
+    func adapterFailureReachesCaller(_ transport: HTTPTestTransport) async throws {
         struct URLTaskManagerTestsRefusingAdapter: URLTaskInterceptor {
             func adapt(_ request: URLRequest, for task: URLTask, context: URLTaskContext) async throws -> URLRequest {
                 await Task.yield()
@@ -290,7 +290,7 @@ struct URLTaskManagerServerTests {
             }
         }
         try await withHTTPTestServer { server in
-            let manager = URLTaskManager(interceptors: [URLTaskManagerTestsRefusingAdapter()])
+            let manager = URLTaskManager(interceptors: [URLTaskManagerTestsRefusingAdapter()], transport: transport.make())
             await #expect(throws: HTTPTestError.adapterRefused) {
                 _ = try await manager.data(for: URLRequest(url: server.url("/hello")))
             }
@@ -298,10 +298,10 @@ struct URLTaskManagerServerTests {
         }
     }
 
-    @Test("the callback form returns a TaskHandle that starts, reports and finishes")
-    func callbackFormReturnsHandle() async throws {
+    @Test("the callback form returns a TaskHandle that starts, reports and finishes", arguments: HTTPTestTransport.allCases)
+    func callbackFormReturnsHandle(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
-            let manager = URLTaskManager()
+            let manager = URLTaskManager(transport: transport.make())
             let result = LockedState<Result<URLTaskResponse, any Error>?>(nil)
             let handle = manager.dataTask(with: URLRequest(url: server.url("/hello")), startImmediately: false) { outcome in
                 result.withLock { $0 = outcome }
@@ -317,10 +317,10 @@ struct URLTaskManagerServerTests {
         }
     }
 
-    @Test("the callback form completes on the requested queue")
-    func callbackFormCompletesOnQueue() async throws {
+    @Test("the callback form completes on the requested queue", arguments: HTTPTestTransport.allCases)
+    func callbackFormCompletesOnQueue(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
-            let manager = URLTaskManager()
+            let manager = URLTaskManager(transport: transport.make())
             let queue = DispatchQueue(label: "URLTaskManagerTests.completion")
             let key = DispatchSpecificKey<Bool>()
             queue.setSpecific(key: key, value: true)
@@ -334,10 +334,10 @@ struct URLTaskManagerServerTests {
         }
     }
 
-    @Test("50 concurrent requests under a concurrency limit all complete")
-    func concurrencyLimit() async throws {
+    @Test("50 concurrent requests under a concurrency limit all complete", arguments: HTTPTestTransport.allCases)
+    func concurrencyLimit(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
-            let manager = URLTaskManager(maxConcurrentTasks: 4)
+            let manager = URLTaskManager(transport: transport.make(), maxConcurrentTasks: 4)
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<50 {
                     group.addTask { try await manager.data(for: URLRequest(url: server.url("/hello"))).1.statusCode }
