@@ -22,12 +22,21 @@ public protocol HTTPTransport: Sendable {
     func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse)
 }
 
-/// An ``HTTPTransport`` over `URLSession`'s async `data(for:)`.
+/// An ``HTTPTransport`` over `URLSession`.
 ///
 /// Cancelling the calling task cancels the underlying `URLSessionTask` (it then fails with
-/// `URLError.cancelled`). Note that FoundationNetworking on Linux truncates
-/// `URLRequest.timeoutInterval` to whole seconds; ``URLTaskManager`` enforces its own timeouts
-/// with its clock, so sub-second timeouts belong there, not in the request.
+/// `URLError.cancelled`). Failures are reported with the codes of the failure table in *Using
+/// URLTaskManager* on every platform (see ``normalized(_:for:)``).
+///
+/// Two limits of FoundationNetworking, the `URLSession` of Linux, that no transport over it can
+/// remove:
+/// - it truncates `URLRequest.timeoutInterval` to whole seconds; ``URLTaskManager`` enforces
+///   its own timeouts with its clock, so sub-second timeouts belong there, not in the request;
+/// - a server that closes the connection in the middle of the response headers makes it stop
+///   the process (`fatalError` "Transfer completed, but there's no response"). On Linux, talk
+///   to servers you do not control through `AsyncHTTPClientTransport` (the
+///   `TaskKitAsyncHTTPClient` product), which reports that failure as
+///   `URLError(.networkConnectionLost)`. (``survivesCloseMidHeaders`` says which case applies.)
 public final class URLSessionTransport: HTTPTransport {
     /// The session requests are sent through.
     public let session: URLSession
@@ -128,16 +137,19 @@ public final class URLSessionTransport: HTTPTransport {
         }
     }
 
-    /// `error` with the code Apple platforms use for the same failure.
+    /// `error` with the code of the failure table in *Using URLTaskManager*, which is the code
+    /// Apple's `URLSession` uses for the same failure.
     ///
     /// FoundationNetworking (Linux) reports some broken responses with the codes of the
-    /// underlying libcurl failure rather than the ones Apple's `URLSession` uses: a body cut
-    /// short is `.unknown` ("transfer closed with N bytes remaining to read"), a reply that is not
-    /// HTTP is `.unsupportedURL` ("Received HTTP/0.9 when not allowed") even for an `http` URL,
-    /// and a connection closed without any reply is `.unknown` too. This maps them to
-    /// `.networkConnectionLost`, `.cannotParseResponse` and `.networkConnectionLost`, so that
+    /// underlying libcurl failure: a connection closed without any reply is
+    /// `.badServerResponse` ("Empty reply from server") or `.unknown`, a body cut short is
+    /// `.unknown` ("transfer closed with N bytes remaining to read"), a reset is `.unknown`
+    /// ("Recv failure: Connection reset by peer"), and a reply that is not HTTP is
+    /// `.unsupportedURL` ("Received HTTP/0.9 when not allowed") even for an `http` URL. This maps
+    /// them to `.networkConnectionLost` (the first three) and `.cannotParseResponse`, so that
     /// callers and ``HTTPRetryPolicy`` see one vocabulary. The original error is kept as the new
-    /// error's underlying error (`NSUnderlyingErrorKey`); every other error is returned unchanged.
+    /// error's underlying error (`NSUnderlyingErrorKey`); every other error keeps its code and
+    /// gains the request's URL as its `failingURL` if it had none.
     ///
     /// - Parameters:
     ///   - error: The session's error.
@@ -152,12 +164,18 @@ public final class URLSessionTransport: HTTPTransport {
         case .unknown where text.contains("transfer closed with") || text.contains("empty reply from server")
             || text.contains("recv failure") || text.contains("connection reset"):
             code = .networkConnectionLost
+        case .badServerResponse where text.contains("empty reply from server"):
+            code = .networkConnectionLost
         case .unknown where text.contains("weird server reply") || text.contains("http/0.9"):
             code = .cannotParseResponse
         case .unsupportedURL where text.contains("http/0.9"):
             code = .cannotParseResponse
         default:
-            return error
+            guard error.failingURL == nil, let url = request.url else { return error }
+            // Same error, naming the URL (FoundationNetworking leaves it out of timeouts).
+            var userInfo = error.userInfo
+            userInfo[NSURLErrorFailingURLErrorKey] = url
+            return URLError(error.code, userInfo: userInfo)
         }
         var userInfo: [String: Any] = [
             NSUnderlyingErrorKey: error as NSError,

@@ -13,4 +13,13 @@ extension URLSessionTransport {
     #else
     static let dropsURLCache = false
     #endif
+
+    /// Whether the platform's `URLSession` reports a connection closed in the middle of the
+    /// response headers as an error. FoundationNetworking (Linux) stops the process instead
+    /// (`fatalError` "Transfer completed, but there's no response"); Apple's reports an error.
+    #if canImport(FoundationNetworking)
+    public static let survivesCloseMidHeaders = false
+    #else
+    public static let survivesCloseMidHeaders = true
+    #endif
 }
