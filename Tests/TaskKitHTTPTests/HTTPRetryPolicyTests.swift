@@ -104,6 +104,23 @@ struct HTTPRetryPolicyTests {
         #expect(ignoring.delay(for: makeRequest(), outcome: .success(short), retriesSoFar: 0, using: &generator) == .seconds(1))
     }
 
+    @Test("without a cap in the retry count, Retry-After is bounded by delayCeiling (60 s by default)")
+    func retryAfterWithoutCapIsBoundedByTheCeiling() {
+        let day = makeResponse(status: 429, headers: ["Retry-After": "86400"])
+        let literal = HTTPRetryPolicy(retry: 3)  // no interval proxy cap
+        #expect(literal.delay(for: makeRequest(), outcome: .success(day), retriesSoFar: 0) == .seconds(60))
+        let short = makeResponse(status: 429, headers: ["Retry-After": "5"])
+        #expect(literal.delay(for: makeRequest(), outcome: .success(short), retriesSoFar: 0) == .seconds(5))
+        let tight = HTTPRetryPolicy(retry: 3, delayCeiling: .seconds(2))
+        #expect(tight.delay(for: makeRequest(), outcome: .success(day), retriesSoFar: 0) == .seconds(2))
+        // A cap of the retry's own proxy takes precedence over the ceiling.
+        let capped = HTTPRetryPolicy(
+            retry: .count(count: 3, intervalProxy: .fixed(timeInterval: 1).capped(at: 300)), delayCeiling: .seconds(2)
+        )
+        #expect(capped.delay(for: makeRequest(), outcome: .success(day), retriesSoFar: 0) == .seconds(300))
+        #expect(HTTPRetryPolicy().delayCeiling == HTTPRetryPolicy.defaultDelayCeiling)
+    }
+
     @Test("Retry-After as an HTTP-date is measured against now")
     func retryAfterDate() {
         var generator = FixedGenerator(value: 0)

@@ -17,7 +17,8 @@ import FoundationNetworking
 /// The delay before retry `n` comes from ``retry``'s `IntervalProxy` (exponential backoff with a
 /// cap and jitter by default). When ``honoursRetryAfter`` is on and the response carries a valid
 /// `Retry-After` (seconds or HTTP-date), the delay is at least that long — but never more than the
-/// proxy's cap, so a server cannot park a client for an hour.
+/// proxy's cap, or ``delayCeiling`` (60 s by default) when the proxy has none, so a server can
+/// never park a client for longer than its configuration allows.
 ///
 /// Install it as an interceptor of ``URLTaskManager``; its waits run on the manager's clock.
 public struct HTTPRetryPolicy: Sendable {
@@ -31,6 +32,10 @@ public struct HTTPRetryPolicy: Sendable {
     public var retryableURLErrorCodes: Set<URLError.Code>
     /// Whether a `Retry-After` header lengthens the delay (bounded by the cap).
     public var honoursRetryAfter: Bool
+    /// The longest delay before a retry when ``retry``'s interval proxy has no cap of its own
+    /// (for example a retry count written as an integer literal): a `Retry-After` asking for more
+    /// is cut to this. A proxy's own cap takes precedence. Never negative.
+    public var delayCeiling: Duration
     /// The wall clock that a `Retry-After` HTTP-date is measured against when the policy runs
     /// inside ``URLTaskManager``; `Date()` by default. Inject a fixed date in tests.
     ///
@@ -47,6 +52,9 @@ public struct HTTPRetryPolicy: Sendable {
         .timedOut, .cannotFindHost, .cannotConnectToHost, .networkConnectionLost,
         .dnsLookupFailed, .notConnectedToInternet,
     ]
+    /// 60 seconds: a longer wait is better left to the caller, who gets the response and can
+    /// reschedule.
+    public static let defaultDelayCeiling: Duration = .seconds(60)
     /// Three retries, exponential backoff from 0.5 s doubling, capped at 30 s, full jitter.
     public static let defaultRetry: RetryCount = .count(
         count: 3,
@@ -56,15 +64,20 @@ public struct HTTPRetryPolicy: Sendable {
     )
 
     /// Creates a retry policy; every parameter has the documented default (`currentDate`: `Date()`).
+    ///
+    /// - Precondition: `delayCeiling` is not negative.
     public init(
         retry: RetryCount = HTTPRetryPolicy.defaultRetry,
         retryableMethods: Set<String> = HTTPRetryPolicy.idempotentMethods,
         retryableStatusCodes: Set<Int> = HTTPRetryPolicy.defaultRetryableStatusCodes,
         retryableURLErrorCodes: Set<URLError.Code> = HTTPRetryPolicy.defaultRetryableURLErrorCodes,
         honoursRetryAfter: Bool = true,
+        delayCeiling: Duration = HTTPRetryPolicy.defaultDelayCeiling,
         currentDate: @escaping @Sendable () -> Date = { Date() }
     ) {
         _ = retry.maximumRetries  // rejects a negative count with RetryCount's message
+        precondition(delayCeiling >= .zero, "HTTPRetryPolicy: delayCeiling must not be negative, got \(delayCeiling)")
+        self.delayCeiling = delayCeiling
         self.retry = retry
         self.retryableMethods = Set(retryableMethods.map { $0.uppercased() })
         self.retryableStatusCodes = retryableStatusCodes
@@ -114,7 +127,7 @@ public struct HTTPRetryPolicy: Sendable {
         {
             interval = max(interval, asked)
         }
-        interval = min(interval, proxy.maximumTimeInterval ?? .greatestFiniteMagnitude)
+        interval = min(interval, proxy.maximumTimeInterval ?? delayCeiling.timeInterval)
         return Duration(timeInterval: interval)
     }
 
