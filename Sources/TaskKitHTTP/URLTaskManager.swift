@@ -21,9 +21,10 @@ import FoundationNetworking
 ///   be obtained (a `URLError`), when an interceptor throws (for example
 ///   ``AuthenticationError``), for a URL that is not `http`/`https` (``URLTaskError``), or for the
 ///   manager's own outcomes (`TaskError.cancelled`, `.timedOut`, `.discarded`).
-/// - **Cancellation.** Cancelling the Swift task awaiting ``data(for:timeout:)`` (or calling
-///   `TaskHandle/cancel()` on a handle) cancels the in-flight request and any wait between
-///   attempts; the caller gets `TaskError.cancelled`.
+/// - **Cancellation.** Cancelling the Swift task awaiting ``data(for:timeout:)`` cancels the
+///   in-flight request and any wait between attempts, and the caller gets `CancellationError`,
+///   as from every `async` API of TaskKit. Cancelling through `TaskHandle/cancel()` (the
+///   callback form's handle) does the same and completes with `TaskError.cancelled`.
 /// - **Deadlines.** `timeout` (or the manager's default) bounds the whole request — all attempts
 ///   and waits — on the manager's clock, with sub-second precision (unlike
 ///   `URLRequest.timeoutInterval`, which FoundationNetworking truncates to whole seconds). On
@@ -115,7 +116,7 @@ public final class URLTaskManager: Sendable {
     ///   - request: an `http` or `https` request.
     ///   - timeout: the deadline of the whole request; default: the manager's.
     /// - Throws: see the type's semantics: a `URLError`, an interceptor's error,
-    ///   ``URLTaskError``, or a `TaskError`.
+    ///   ``URLTaskError``, a `TaskError`, or `CancellationError` when the calling task is cancelled.
     public func data(for request: URLRequest, timeout: Duration? = nil) async throws -> (Data, HTTPURLResponse) {
         let result = try await response(for: request, timeout: timeout)
         return (result.data, result.response)

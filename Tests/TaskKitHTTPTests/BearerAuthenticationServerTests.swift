@@ -292,11 +292,7 @@ struct BearerAuthenticationServerTests {
             let kept = Task { try await manager.data(for: URLRequest(url: server.url("/protected"))) }
             #expect(await httpTestEventually { authenticator.waitingRequestCount == 2 })
             cancelled.cancel()
-            let error = await #expect(throws: TaskError.self) { _ = try await cancelled.value }
-            guard case .cancelled? = error else {
-                Issue.record("expected TaskError.cancelled, got \(String(describing: error))")
-                return
-            }
+            await #expect(throws: CancellationError.self) { _ = try await cancelled.value }
             #expect(authenticator.waitingRequestCount == 1)
             gate.open()
             let keptStatus = try await kept.value.1.statusCode

@@ -176,11 +176,7 @@ struct HTTPRetryPolicyServerTests {
             let request = Task { try await manager.response(for: URLRequest(url: server.url("/flaky?key=cancel"))) }
             #expect(await httpTestEventually { clock.sleeperCount == 1 })
             request.cancel()
-            let error = await #expect(throws: TaskError.self) { _ = try await request.value }
-            guard case .cancelled? = error else {
-                Issue.record("expected TaskError.cancelled, got \(String(describing: error))")
-                return
-            }
+            await #expect(throws: CancellationError.self) { _ = try await request.value }
             #expect(await httpTestEventually { clock.sleeperCount == 0 })
             #expect(await server.hits(.flaky) == 1)
         }

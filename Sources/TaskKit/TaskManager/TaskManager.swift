@@ -100,11 +100,14 @@ public final class TaskManager: Sendable {
 
     /// Adds a task, starts it, and returns its result (or throws its error).
     ///
-    /// Cancelling the calling Swift task cancels the managed task, which then throws
-    /// ``TaskError/cancelled`` (unless its result was already delivered).
+    /// Cancelling the calling Swift task cancels the managed task (its
+    /// ``ManagedTask/didCancel(with:)`` receives ``TaskError/cancelled``) and this throws
+    /// `CancellationError`, as every `async` API of TaskKit does for a cancelled caller (unless
+    /// the task's result was already delivered, which is then returned). A task cancelled by
+    /// other means (its handle, an interceptor) throws ``TaskError/cancelled``.
     ///
     /// - Parameters: as for ``add(task:startImmediately:after:timeout:completeOn:completion:)``.
-    /// - Throws: the task's error, an adapter's error, or a ``TaskError``.
+    /// - Throws: the task's error, an adapter's error, a ``TaskError``, or `CancellationError`.
     public func value<T: ManagedTask>(
         of task: T, after: Duration? = nil, timeout: Duration? = nil
     ) async throws -> T.SuccessValue {
@@ -112,11 +115,15 @@ public final class TaskManager: Sendable {
         let handle = add(task: task, startImmediately: false, after: after, timeout: timeout) { result in
             slot.fill(result)
         }
-        return try await withTaskCancellationHandler {
-            handle.start()
-            return try await slot.value()
-        } onCancel: {
-            handle.cancel()
+        do {
+            return try await withTaskCancellationHandler {
+                handle.start()
+                return try await slot.value()
+            } onCancel: {
+                handle.cancel()
+            }
+        } catch TaskError.cancelled where Task.isCancelled {
+            throw CancellationError()  // the caller was cancelled: Swift's error for that
         }
     }
 
