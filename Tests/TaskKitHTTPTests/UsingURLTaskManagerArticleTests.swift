@@ -2,9 +2,11 @@
 // compiled and run against the loopback server so the article is proven to work. Keep the two in
 // step: the article shows exactly these declarations (the type names carry an `Article` prefix
 // here only to stay unique within the test target).
+import AsyncHTTPClient
 import Foundation
 import Synchronization
 import TaskKit
+import TaskKitAsyncHTTPClient
 import TaskKitHTTP
 import TaskKitLoopbackServer
 import Testing
@@ -124,6 +126,32 @@ struct UsingURLTaskManagerArticleTests {
                 return try await group.reduce(into: [Int]()) { $0.append($1) }
             }
             #expect(statuses == Array(repeating: 200, count: 10))
+        }
+    }
+
+    @Test("on a server: the manager, the authenticator and the retry policy over AsyncHTTPClient")
+    func onAServer() async throws {
+        try await withHTTPTestServer { server in
+            let authenticator = BearerTokenAuthenticator(
+                credential: BearerCredential(accessToken: await server.issueToken(), expiresIn: .seconds(3600)),
+                refresh: httpTestRefresh(server)
+            )
+            // The article's setup.
+            let client = HTTPClient(
+                eventLoopGroup: HTTPClient.defaultEventLoopGroup,
+                configuration: AsyncHTTPClientTransport.recommendedConfiguration
+            )
+            let manager = URLTaskManager(
+                interceptors: [authenticator, HTTPRetryPolicy()],
+                transport: AsyncHTTPClientTransport(client: client),
+                timeout: .seconds(10)
+            )
+            await server.expireAllTokens()
+            let (data, response) = try await manager.data(for: URLRequest(url: server.url("/protected")))
+            #expect(response.statusCode == 200)
+            #expect(String(decoding: data, as: UTF8.self).contains("loopback"))
+            #expect(await server.refreshCount() == 1)
+            try await client.shutdown()
         }
     }
 
