@@ -18,6 +18,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.80.0"),
         .package(url: "https://github.com/OpenCombine/OpenCombine.git", from: "0.14.0"),
         .package(url: "https://github.com/swhitty/FlyingFox.git", from: "0.27.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // The seed's CoFuture workload for CoFuture, NIO and OpenCombine, the contention workload
@@ -89,6 +90,9 @@ let package = Package(
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "TaskKit", package: "TaskKit"),
                 .product(name: "TaskKitHTTP", package: "TaskKit"),
+                .product(name: "TaskKitAsyncHTTPClient", package: "TaskKit"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "FlyingFox", package: "FlyingFox"),
             ],
             path: "Benchmarks/HTTPBenchmarks",

@@ -1,26 +1,34 @@
-// URLTaskManager (bearer authenticator + retry policy) against plain URLSession, in the same
-// process, against the same loopback server, at 64 concurrent requests.
+// URLTaskManager (bearer authenticator + retry policy) against the plain client it sends through,
+// over each transport: URLSession, and AsyncHTTPClient (`AsyncHTTPClientTransport`). Same
+// process, same loopback server, 64 concurrent requests.
 //
 // The server is a FlyingFox server on 127.0.0.1 (a free port) started once, in this process:
 // `GET /protected` answers 200 with a short body when the request carries the expected bearer
 // token, 401 otherwise. Both sides use an ephemeral URLSession without a URL cache
 // (`URLSessionTransport.defaultConfiguration`) that is created once and kept warm (connections
-// reused), and the same request.
+// reused), and the same request. The AsyncHTTPClient side: one `HTTPClient` with the transport's
+// recommended configuration and up to 64 connections per host, shared by the plain waves and the
+// manager's transport.
 //
 // - "URLSession" / "URLTaskManager": one sample = 64 concurrent workers, each sending
 //   `requestsPerWorker` requests one after another (64 x 10 = 640 requests). Divide the
 //   malloc count by 640 for mallocs per request; requests per second = 640 / wall clock.
-// - "URLTaskManager / URLSession, paired": one sample runs one wave of each (alternating which
+// - "AsyncHTTPClient" / "URLTaskManager over AsyncHTTPClient": the same, over AsyncHTTPClient.
+// - "URLTaskManager / URLSession, paired" (and "... over AsyncHTTPClient / AsyncHTTPClient,
+//   paired"): one sample runs one wave of each (alternating which
 //   goes first) and records the ratio of their durations in percent (custom metric
 //   `overhead %`: 100 = same speed, 110 = 10% slower). Pairing each wave with its baseline
 //   cancels out most of the noise of a shared machine; read its median and spread.
 //
 // Run: cd Benchmarks && swift package --disable-sandbox benchmark --target HTTPBenchmarks
+import AsyncHTTPClient
 import Benchmark
 import FlyingFox
 import FlyingSocks
 import Foundation
+import NIOCore
 import TaskKit
+import TaskKitAsyncHTTPClient
 import TaskKitHTTP
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -38,6 +46,8 @@ actor HTTPBenchFixtureStore {
         let url: URL
         let session: URLSession
         let manager: URLTaskManager
+        let client: AsyncHTTPClient.HTTPClient
+        let clientManager: URLTaskManager
     }
 
     private var fixture: Fixture?
@@ -66,7 +76,19 @@ actor HTTPBenchFixtureStore {
         let manager = URLTaskManager(
             interceptors: [authenticator, HTTPRetryPolicy()], configuration: configuration
         )
-        let fixture = Fixture(url: url, session: URLSession(configuration: configuration), manager: manager)
+        var clientConfiguration = AsyncHTTPClientTransport.recommendedConfiguration
+        clientConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = concurrentRequests
+        // Lives as long as the process (benchmarks never end it early), so it is never shut down.
+        let client = AsyncHTTPClient.HTTPClient(
+            eventLoopGroup: AsyncHTTPClient.HTTPClient.defaultEventLoopGroup, configuration: clientConfiguration
+        )
+        let clientManager = URLTaskManager(
+            interceptors: [authenticator, HTTPRetryPolicy()], transport: AsyncHTTPClientTransport(client: client)
+        )
+        let fixture = Fixture(
+            url: url, session: URLSession(configuration: configuration), manager: manager,
+            client: client, clientManager: clientManager
+        )
         self.server = server
         self.fixture = fixture
         return fixture
@@ -102,6 +124,22 @@ func managedWave(_ fixture: HTTPBenchFixtureStore.Fixture) async -> Int {
     }
 }
 
+func plainClientWave(_ fixture: HTTPBenchFixtureStore.Fixture) async -> Int {
+    await httpBenchWave {
+        var request = HTTPClientRequest(url: fixture.url.absoluteString)
+        request.headers.add(name: "Authorization", value: "Bearer \(benchToken)")
+        let response = try await fixture.client.execute(request, timeout: .seconds(60))
+        _ = try await response.body.collect(upTo: 1 << 20)
+        return Int(response.status.code)
+    }
+}
+
+func managedClientWave(_ fixture: HTTPBenchFixtureStore.Fixture) async -> Int {
+    await httpBenchWave {
+        try await fixture.clientManager.data(for: URLRequest(url: fixture.url)).1.statusCode
+    }
+}
+
 func checkWave(_ ok: Int) {
     precondition(ok == concurrentRequests * requestsPerWorker, "HTTPBenchmarks: only \(ok) requests succeeded")
 }
@@ -133,6 +171,22 @@ let benchmarks: @Sendable () -> Void = {
         checkWave(ok)
     }
 
+    Benchmark("AsyncHTTPClient: 64 concurrent, 640 GETs", configuration: configuration) { benchmark in
+        let fixture = try await HTTPBenchFixtureStore.shared.get()
+        benchmark.startMeasurement()
+        let ok = await plainClientWave(fixture)
+        benchmark.stopMeasurement()
+        checkWave(ok)
+    }
+
+    Benchmark("URLTaskManager (auth + retry) over AsyncHTTPClient: 64 concurrent, 640 GETs", configuration: configuration) { benchmark in
+        let fixture = try await HTTPBenchFixtureStore.shared.get()
+        benchmark.startMeasurement()
+        let ok = await managedClientWave(fixture)
+        benchmark.stopMeasurement()
+        checkWave(ok)
+    }
+
     let paired = Benchmark.Configuration(
         metrics: [overheadMetric],
         warmupIterations: 2,
@@ -153,6 +207,23 @@ let benchmarks: @Sendable () -> Void = {
             } else {
                 managed += try await clock.measureWave { await managedWave(fixture) }
                 plain += try await clock.measureWave { await plainWave(fixture) }
+            }
+        }
+        benchmark.measurement(overheadMetric, Int((managed / plain * 100).rounded()))
+    }
+
+    Benchmark("URLTaskManager over AsyncHTTPClient / AsyncHTTPClient, paired waves", configuration: paired) { benchmark in
+        let fixture = try await HTTPBenchFixtureStore.shared.get()
+        let clock = ContinuousClock()
+        var plain = Duration.zero
+        var managed = Duration.zero
+        for round in 0..<2 {
+            if round == 0 {
+                plain += try await clock.measureWave { await plainClientWave(fixture) }
+                managed += try await clock.measureWave { await managedClientWave(fixture) }
+            } else {
+                managed += try await clock.measureWave { await managedClientWave(fixture) }
+                plain += try await clock.measureWave { await plainClientWave(fixture) }
             }
         }
         benchmark.measurement(overheadMetric, Int((managed / plain * 100).rounded()))
