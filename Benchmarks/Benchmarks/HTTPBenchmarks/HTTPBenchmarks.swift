@@ -155,36 +155,20 @@ let benchmarks: @Sendable () -> Void = {
         maxIterations: 60
     )
 
-    Benchmark("URLSession: 64 concurrent, 640 GETs", configuration: configuration) { benchmark in
-        let fixture = try await HTTPBenchFixtureStore.shared.get()
-        benchmark.startMeasurement()
-        let ok = await plainWave(fixture)
-        benchmark.stopMeasurement()
-        checkWave(ok)
-    }
-
-    Benchmark("URLTaskManager (auth + retry): 64 concurrent, 640 GETs", configuration: configuration) { benchmark in
-        let fixture = try await HTTPBenchFixtureStore.shared.get()
-        benchmark.startMeasurement()
-        let ok = await managedWave(fixture)
-        benchmark.stopMeasurement()
-        checkWave(ok)
-    }
-
-    Benchmark("AsyncHTTPClient: 64 concurrent, 640 GETs", configuration: configuration) { benchmark in
-        let fixture = try await HTTPBenchFixtureStore.shared.get()
-        benchmark.startMeasurement()
-        let ok = await plainClientWave(fixture)
-        benchmark.stopMeasurement()
-        checkWave(ok)
-    }
-
-    Benchmark("URLTaskManager (auth + retry) over AsyncHTTPClient: 64 concurrent, 640 GETs", configuration: configuration) { benchmark in
-        let fixture = try await HTTPBenchFixtureStore.shared.get()
-        benchmark.startMeasurement()
-        let ok = await managedClientWave(fixture)
-        benchmark.stopMeasurement()
-        checkWave(ok)
+    let waves: [(name: String, wave: @Sendable (HTTPBenchFixtureStore.Fixture) async -> Int)] = [
+        ("URLSession: 64 concurrent, 640 GETs", plainWave),
+        ("URLTaskManager (auth + retry): 64 concurrent, 640 GETs", managedWave),
+        ("AsyncHTTPClient: 64 concurrent, 640 GETs", plainClientWave),
+        ("URLTaskManager (auth + retry) over AsyncHTTPClient: 64 concurrent, 640 GETs", managedClientWave),
+    ]
+    for (name, wave) in waves {
+        Benchmark(name, configuration: configuration) { benchmark in
+            let fixture = try await HTTPBenchFixtureStore.shared.get()
+            benchmark.startMeasurement()
+            let ok = await wave(fixture)
+            benchmark.stopMeasurement()
+            checkWave(ok)
+        }
     }
 
     let paired = Benchmark.Configuration(
@@ -196,38 +180,35 @@ let benchmarks: @Sendable () -> Void = {
     )
     Benchmark("URLTaskManager / URLSession, paired waves", configuration: paired) { benchmark in
         let fixture = try await HTTPBenchFixtureStore.shared.get()
-        let clock = ContinuousClock()
-        var plain = Duration.zero
-        var managed = Duration.zero
-        // Alternate the order so neither side always runs on a warmer machine.
-        for round in 0..<2 {
-            if round == 0 {
-                plain += try await clock.measureWave { await plainWave(fixture) }
-                managed += try await clock.measureWave { await managedWave(fixture) }
-            } else {
-                managed += try await clock.measureWave { await managedWave(fixture) }
-                plain += try await clock.measureWave { await plainWave(fixture) }
-            }
-        }
-        benchmark.measurement(overheadMetric, Int((managed / plain * 100).rounded()))
+        let percent = try await pairedOverhead(plain: { await plainWave(fixture) }, managed: { await managedWave(fixture) })
+        benchmark.measurement(overheadMetric, percent)
     }
 
     Benchmark("URLTaskManager over AsyncHTTPClient / AsyncHTTPClient, paired waves", configuration: paired) { benchmark in
         let fixture = try await HTTPBenchFixtureStore.shared.get()
-        let clock = ContinuousClock()
-        var plain = Duration.zero
-        var managed = Duration.zero
-        for round in 0..<2 {
-            if round == 0 {
-                plain += try await clock.measureWave { await plainClientWave(fixture) }
-                managed += try await clock.measureWave { await managedClientWave(fixture) }
-            } else {
-                managed += try await clock.measureWave { await managedClientWave(fixture) }
-                plain += try await clock.measureWave { await plainClientWave(fixture) }
-            }
-        }
-        benchmark.measurement(overheadMetric, Int((managed / plain * 100).rounded()))
+        let percent = try await pairedOverhead(
+            plain: { await plainClientWave(fixture) }, managed: { await managedClientWave(fixture) }
+        )
+        benchmark.measurement(overheadMetric, percent)
     }
+}
+
+/// Two waves of each side, in alternating order so neither always runs on a warmer machine;
+/// the managed side's total time in percent of the plain side's.
+func pairedOverhead(plain plainWave: () async -> Int, managed managedWave: () async -> Int) async throws -> Int {
+    let clock = ContinuousClock()
+    var plain = Duration.zero
+    var managed = Duration.zero
+    for round in 0..<2 {
+        if round == 0 {
+            plain += try await clock.measureWave(plainWave)
+            managed += try await clock.measureWave(managedWave)
+        } else {
+            managed += try await clock.measureWave(managedWave)
+            plain += try await clock.measureWave(plainWave)
+        }
+    }
+    return Int((managed / plain * 100).rounded())
 }
 
 extension ContinuousClock {
