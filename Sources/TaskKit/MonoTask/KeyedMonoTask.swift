@@ -1,0 +1,347 @@
+/// ``MonoTask`` for many keys: a bounded, single-flight async loading cache.
+///
+/// One `KeyedMonoTask` answers requests for the value of any key — a profile per user id, an
+/// image per URL, a configuration per tenant — by calling `load` for that key:
+/// - **Merging.** Concurrent callers of a key share one load and receive the same result.
+///   Keys are independent: a slow or failing key never delays another.
+/// - **Caching.** A success is cached for `resultExpireDuration`, counted from its completion;
+///   calls inside that window return it without loading. Failures are never cached.
+/// - **Stale while revalidate.** For `staleWhileRevalidate` after expiry a caller gets the old
+///   value at once and exactly one background refresh runs; if it fails, the old value is served
+///   until the window ends.
+/// - **Retrying.** A failed attempt is retried as the ``RetryCount`` says, waiting on the injected
+///   clock; waiters only see the final outcome.
+/// - **Bounded.** At most `maximumEntries` entries (cached or loading) are held; the least
+///   recently used cached value is evicted first, in O(1). A key whose load is in flight is never
+///   evicted, so loads may take the count above the bound for a while; it holds again as soon as
+///   they finish.
+/// - **Cancellation.** A caller whose `Task` is cancelled leaves at once with
+///   `CancellationError`; the load goes on for the other callers and its success is cached.
+///
+/// ```swift
+/// let profiles = KeyedMonoTask<UserID, Profile>(
+///     maximumEntries: 10_000, resultExpireDuration: .seconds(60), staleWhileRevalidate: .seconds(30)
+/// ) { id in
+///     try await api.fetchProfile(id)
+/// }
+/// let ada = try await profiles.value(for: 42)   // loads (once, however many callers ask)
+/// let again = try await profiles.value(for: 42) // cached: returns without suspending
+/// ```
+///
+/// `forceUpdate: true` ignores the cached value and never receives the result of a load that
+/// began before the call: when a load is in flight, a fresh one follows it (never beside it), and
+/// callers arriving meanwhile without `forceUpdate` join the load in flight (or get the cached
+/// value, while it is fresh). A failed forced load leaves the cached value in place.
+///
+/// ``invalidate(_:)`` removes a key: a load in flight for it still delivers to its own callers,
+/// but its result is not cached, and callers arriving after the call start a new load.
+///
+/// Threading: all state lives behind one lock; `load`, callbacks and continuation resumptions
+/// never run while it is held. Each load runs in a `Task` of its own that holds the
+/// `KeyedMonoTask` until the load ends, and is never cancelled.
+public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+    #if DEBUG
+    /// Debug builds check the exactly-once rule at run time.
+    @usableFromInline typealias Continuation = CheckedContinuation<Result<Value, any Error>, Never>
+    #else
+    /// Release builds rely on the state machine's exactly-once rule (see ``wait(key:id:forceUpdate:)``).
+    @usableFromInline typealias Continuation = UnsafeContinuation<Result<Value, any Error>, Never>
+    #endif
+
+    @usableFromInline
+    enum Waiter {
+        case async(Continuation)
+        case callback(@Sendable (Result<Value, any Error>) -> Void)
+    }
+
+    @usableFromInline typealias Machine = KeyedMonoTaskStateMachine<Key, Value, Waiter>
+
+    @usableFromInline let state: LockedState<Machine>
+    @usableFromInline let time: any MonoTaskTimeSource
+    private let load: @Sendable (Key) async throws -> Value
+
+    /// Creates a cache that loads the value of a key with `load`.
+    ///
+    /// - Parameters:
+    ///   - maximumEntries: The most entries held, cached or loading; must be greater than 0. When
+    ///     a new key arrives at the bound, the least recently used cached value is evicted.
+    ///     Loads in flight are never evicted and may take the count above the bound until they
+    ///     finish.
+    ///   - resultExpireDuration: How long a success stays fresh, counted from its completion.
+    ///     `.zero` (default) caches nothing: concurrent callers still share a load. Must not be
+    ///     negative.
+    ///   - staleWhileRevalidate: How long after expiry the old value is still served at once while
+    ///     one background refresh runs. `.zero` (default): an expired value is never served.
+    ///     Must not be negative.
+    ///   - retry: How failed attempts are retried. Default: no retry.
+    ///   - clock: The clock for expiry and the retry backoff. Default: `ContinuousClock()`.
+    ///   - load: Loads the value of a key. Runs in a `Task` of its own, never under a lock, at
+    ///     most once at a time per key (except after ``invalidate(_:)``, see there).
+    public init(
+        maximumEntries: Int,
+        resultExpireDuration: Duration = .zero,
+        staleWhileRevalidate: Duration = .zero,
+        retry: RetryCount = .never,
+        clock: some Clock<Duration> = ContinuousClock(),
+        load: @escaping @Sendable (Key) async throws -> Value
+    ) {
+        precondition(maximumEntries > 0, "KeyedMonoTask: maximumEntries must be > 0, got \(maximumEntries)")
+        precondition(
+            resultExpireDuration >= .zero,
+            "KeyedMonoTask: resultExpireDuration must be >= .zero, got \(resultExpireDuration)"
+        )
+        precondition(
+            staleWhileRevalidate >= .zero,
+            "KeyedMonoTask: staleWhileRevalidate must be >= .zero, got \(staleWhileRevalidate)"
+        )
+        _ = retry.maximumRetries  // rejects a negative count with its own message
+        self.state = LockedState(
+            Machine(
+                configuration: Machine.Configuration(
+                    maximumEntries: maximumEntries, timeToLive: resultExpireDuration,
+                    staleWhileRevalidate: staleWhileRevalidate, retry: retry
+                )
+            )
+        )
+        self.time = ClockTimeSource(clock)
+        self.load = load
+    }
+
+    // MARK: Values
+
+    /// The value of `key`: cached, or from the load in flight, or from a new load.
+    ///
+    /// A cache hit returns without suspending and without allocating. Otherwise the caller waits
+    /// for the load's final outcome (after retries). If the calling `Task` is cancelled while
+    /// waiting, this throws `CancellationError` at once; the load goes on for the other callers
+    /// and its success is still cached.
+    ///
+    /// Runs on the caller's executor (`nonisolated(nonsending)`): no executor hop on entry.
+    ///
+    /// - Parameters:
+    ///   - key: The key to load.
+    ///   - forceUpdate: Ignore the cached value and never receive the result of a load that began
+    ///     before this call (a fresh load follows one in flight).
+    /// - Throws: The load's final error unchanged, or `CancellationError`.
+    @inlinable
+    nonisolated(nonsending)
+    public func value(for key: Key, forceUpdate: Bool = false) async throws -> Value {
+        let now = time.now()
+        let fast = state.withLock { $0.fastPath(key: key, forceUpdate: forceUpdate, now: now) }
+        switch fast {
+        case .hit(let value, let refresh):
+            if let refresh { startLoad(refresh) }
+            return value
+        case .miss(let id):
+            return try await wait(key: key, id: id, forceUpdate: forceUpdate).get()
+        }
+    }
+
+    /// The value of `key`, delivered to `then`: cached, or from the load in flight, or from a new
+    /// load. Same rules as ``value(for:forceUpdate:)``; there is no caller cancellation.
+    ///
+    /// - Parameters:
+    ///   - key: The key to load.
+    ///   - forceUpdate: See ``value(for:forceUpdate:)``.
+    ///   - then: Called exactly once: on the calling thread, before this method returns, for a
+    ///     cache hit; otherwise on the thread of the load that completes, after the async callers
+    ///     of that load were resumed, in registration order with the other callbacks.
+    public func value(
+        for key: Key, forceUpdate: Bool = false, then: @escaping @Sendable (Result<Value, any Error>) -> Void
+    ) {
+        let now = time.now()
+        let action = state.withLock { machine in
+            let id = machine.makeWaiterID()
+            return machine.request(key: key, waiter: .callback(then), id: id, forceUpdate: forceUpdate, now: now)
+        }
+        switch action {
+        case .deliverCached(let value, let refresh):
+            if let refresh { startLoad(refresh) }
+            then(.success(value))
+        case .enqueued(let startLoad, _):
+            if let startLoad { self.startLoad(startLoad) }
+        case .callerCancelled:
+            preconditionFailure("a callback caller is never reported as cancelled")
+        }
+    }
+
+    /// The values of several keys, loaded in parallel.
+    ///
+    /// Cached keys are answered at once; for the others this joins loads already in flight and
+    /// starts at most one load per missing key, all running in parallel. Duplicate keys are asked
+    /// for once. If the calling `Task` is cancelled, the keys still waiting get
+    /// `.failure(CancellationError())`; their loads go on.
+    ///
+    /// - Parameter keys: The keys to look up.
+    /// - Returns: One result per distinct key: the value, or the load's final error.
+    public func values(for keys: some Sequence<Key> & Sendable) async -> [Key: Result<Value, any Error>] {
+        var results: [Key: Result<Value, any Error>] = [:]
+        var unique: [Key] = []
+        for key in keys where results.updateValue(.failure(CancellationError()), forKey: key) == nil {
+            unique.append(key)
+        }
+        let now = time.now()
+        let (hits, misses, refreshes) = state.withLock { machine in
+            var hits: [(Key, Value)] = []
+            var misses: [(Key, Machine.WaiterID)] = []
+            var refreshes: [Machine.StartLoad] = []
+            for key in unique {
+                switch machine.fastPath(key: key, forceUpdate: false, now: now) {
+                case .hit(let value, let refresh):
+                    hits.append((key, value))
+                    if let refresh { refreshes.append(refresh) }
+                case .miss(let id):
+                    misses.append((key, id))
+                }
+            }
+            return (hits, misses, refreshes)
+        }
+        for refresh in refreshes { startLoad(refresh) }
+        for (key, value) in hits { results[key] = .success(value) }
+        guard !misses.isEmpty else { return results }
+        return await withTaskGroup(of: (Key, Result<Value, any Error>).self) { group in
+            for (key, id) in misses {
+                group.addTask { (key, await self.wait(key: key, id: id, forceUpdate: false)) }
+            }
+            for await (key, result) in group { results[key] = result }
+            return results
+        }
+    }
+
+    /// The value of `key` that ``value(for:forceUpdate:)`` would return without waiting (fresh,
+    /// or stale within the stale-while-revalidate window), or `nil`. Never loads, never waits,
+    /// and changes nothing (no recency update, no refresh, no counters).
+    public func cachedValue(for key: Key) -> Value? {
+        let now = time.now()
+        return state.withLock { $0.cachedValue(for: key, now: now) }
+    }
+
+    // MARK: Cache control
+
+    /// Removes `key`'s entry. A load in flight for it goes on and delivers to the callers that
+    /// are waiting for it, but its result is not cached; callers arriving after this call start
+    /// a new load (so for a while two loads of the key may run). Callers that asked with
+    /// `forceUpdate` for a load after the one in flight get that new load at once.
+    public func invalidate(_ key: Key) {
+        let (startLoad, released) = state.withLock { $0.invalidate(key) }
+        withExtendedLifetime(released) {}
+        if let startLoad { self.startLoad(startLoad) }
+    }
+
+    /// Removes every entry; loads in flight behave as for ``invalidate(_:)``.
+    public func invalidateAll() {
+        let (startLoads, released) = state.withLock { $0.invalidateAll() }
+        withExtendedLifetime(released) {}
+        for startLoad in startLoads { self.startLoad(startLoad) }
+    }
+
+    // MARK: State
+
+    /// The number of entries held, loading or cached.
+    public var count: Int {
+        state.withLock { $0.count }
+    }
+
+    /// A consistent snapshot of the counters.
+    public var counters: KeyedMonoTaskCounters {
+        state.withLock { $0.counters }
+    }
+
+    // MARK: Waiting
+
+    @inlinable
+    nonisolated(nonsending)
+    func wait(key: Key, id: Machine.WaiterID, forceUpdate: Bool) async -> Result<Value, any Error> {
+        await withTaskCancellationHandler {
+            await Self.withContinuation { (continuation: Continuation) in
+                // An unchecked continuation (release builds) is sound here: it is either resumed
+                // right below, or stored in the state machine, whose rules hand every stored
+                // waiter back exactly once (delivery by its load, or cancelWaiter).
+                let now = time.now()
+                let action = state.withLock { machine in
+                    machine.request(
+                        key: key, waiter: .async(continuation), id: id, forceUpdate: forceUpdate, now: now,
+                        callerCancelled: Task.isCancelled
+                    )
+                }
+                switch action {
+                case .deliverCached(let value, let refresh):
+                    continuation.resume(returning: .success(value))
+                    if let refresh { startLoad(refresh) }
+                case .enqueued(let startLoad, _):
+                    if let startLoad { self.startLoad(startLoad) }
+                case .callerCancelled:
+                    continuation.resume(returning: .failure(CancellationError()))
+                }
+            }
+        } onCancel: {
+            // Runs after the task's cancelled flag is set. If the waiter is not stored yet, the
+            // registration above reads that flag under the same lock and fails the caller itself.
+            let waiter = state.withLock { $0.cancelWaiter(key: key, id: id) }
+            if case .async(let continuation)? = waiter {
+                continuation.resume(returning: .failure(CancellationError()))
+            }
+        }
+    }
+
+    @inlinable
+    nonisolated(nonsending)
+    static func withContinuation(_ body: (Continuation) -> Void) async -> Result<Value, any Error> {
+        #if DEBUG
+        await withCheckedContinuation(body)
+        #else
+        await withUnsafeContinuation(body)
+        #endif
+    }
+
+    // MARK: Loading
+
+    /// Starts the `Task` of a load. It holds `self` strongly until the load ends.
+    @usableFromInline
+    func startLoad(_ start: Machine.StartLoad) {
+        let key = start.key
+        let generation = start.generation
+        Task.detached { await self.run(key: key, generation: generation) }
+    }
+
+    private func run(key: Key, generation: Machine.Generation) async {
+        while true {
+            let result: Result<Value, any Error>
+            do {
+                result = .success(try await load(key))
+            } catch {
+                result = .failure(error)
+            }
+            let now = time.now()
+            let action = state.withLock {
+                $0.attemptFinished(generation: generation, result: result, now: now)
+            }
+            switch action {
+            case .retry(let delay):
+                if delay > .zero {
+                    // This task is never cancelled, so the sleep ends at its deadline.
+                    try? await time.sleep(for: delay)
+                }
+                state.withLock { $0.retryDue(generation: generation) }
+            case .finish(let waiters, let result, let next, let released):
+                withExtendedLifetime(released) {}
+                deliver(result, to: waiters)
+                if let next { startLoad(next) }
+                return
+            }
+        }
+    }
+
+    private func deliver(_ result: Result<Value, any Error>, to waiters: [Waiter]) {
+        var callbacks: [@Sendable (Result<Value, any Error>) -> Void] = []
+        for waiter in waiters {
+            switch waiter {
+            case .async(let continuation):
+                continuation.resume(returning: result)
+            case .callback(let callback):
+                callbacks.append(callback)
+            }
+        }
+        for callback in callbacks { callback(result) }
+    }
+}

@@ -1,0 +1,42 @@
+/// A read-only snapshot of what a ``KeyedMonoTask`` has done since it was created.
+///
+/// Taken atomically with respect to the task's state by ``KeyedMonoTask/counters``: every field
+/// describes the same instant. The counters only grow.
+public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible {
+    /// Calls answered from the cache without waiting: fresh values and stale ones served within
+    /// the stale-while-revalidate window (``staleHits`` counts those again).
+    public internal(set) var hits: Int = 0
+    /// Hits that served a stale value (within the stale-while-revalidate window).
+    public internal(set) var staleHits: Int = 0
+    /// Calls that found no usable value (or were forced) and started a load.
+    public internal(set) var misses: Int = 0
+    /// Calls that joined a load in flight, or the load requested to follow it, instead of
+    /// starting one.
+    public internal(set) var merges: Int = 0
+    /// Loads started: for misses, `forceUpdate` follow-ups and background refreshes. Retries
+    /// of a load are not counted here (see ``retries``).
+    public internal(set) var loads: Int = 0
+    /// Retry attempts made after failed attempts.
+    public internal(set) var retries: Int = 0
+    /// Loads whose final attempt failed.
+    public internal(set) var failures: Int = 0
+    /// Entries removed to keep the count within `maximumEntries`.
+    public internal(set) var evictions: Int = 0
+    /// Entries removed by `invalidate(_:)` and `invalidateAll()`.
+    public internal(set) var invalidations: Int = 0
+    /// Async callers that left early because their own `Task` was cancelled.
+    public internal(set) var callerCancellations: Int = 0
+
+    @usableFromInline
+    mutating func recordHit() { hits += 1 }
+
+    /// Creates an all-zero snapshot.
+    public init() {}
+
+    /// A one-line summary, for logs.
+    public var description: String {
+        "hits=\(hits) staleHits=\(staleHits) misses=\(misses) merges=\(merges) loads=\(loads) "
+            + "retries=\(retries) failures=\(failures) evictions=\(evictions) "
+            + "invalidations=\(invalidations) callerCancellations=\(callerCancellations)"
+    }
+}

@@ -1,0 +1,172 @@
+/// The entries of a ``KeyedMonoTask``: a dictionary from key to slot, a dense array of nodes,
+/// and an intrusive doubly linked least-recently-used list threaded through the nodes by index.
+///
+/// A pure value type, owned by ``KeyedMonoTaskStateMachine``. Every operation is O(1) (one or
+/// two hash lookups plus a few array writes):
+/// - the nodes are dense (`nodes.count == count`): removing a node moves the last node into its
+///   slot and repoints the moved node's neighbours and its dictionary entry;
+/// - a node is in the LRU list exactly when no load is in flight for it (`load == 0`). Only
+///   nodes in the list can be evicted, so a key whose load is in flight is never evicted from
+///   under its waiters; ``beginLoad(_:generation:)`` and ``endLoad(_:)`` move a node out of and
+///   back into the list.
+@usableFromInline
+struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
+    /// No slot: the end of the list, or "not linked".
+    @usableFromInline static var none: Int32 { -1 }
+
+    @usableFromInline
+    struct Node {
+        @usableFromInline var key: Key
+        /// The cached value; `nil` while a first load runs (or after an expired value was dropped).
+        @usableFromInline var value: Value?
+        /// When `value` was stored, as an offset from the owner's clock origin.
+        @usableFromInline var storedAt: Duration
+        /// The generation of the load in flight for this key, `0` for none.
+        @usableFromInline var load: UInt64
+        /// Towards the most recently used node (`none` for the head).
+        @usableFromInline var previous: Int32
+        /// Towards the least recently used node (`none` for the tail).
+        @usableFromInline var next: Int32
+
+        @usableFromInline
+        init(key: Key, value: Value?, storedAt: Duration, load: UInt64, previous: Int32, next: Int32) {
+            self.key = key
+            self.value = value
+            self.storedAt = storedAt
+            self.load = load
+            self.previous = previous
+            self.next = next
+        }
+    }
+
+    /// What a removal took out of the table: the node and the dictionary's own copy of the key.
+    /// The owner destroys them after releasing its lock (their `deinit`s are user code).
+    @usableFromInline
+    struct Removed {
+        @usableFromInline var node: Node
+        @usableFromInline var indexKey: Key
+    }
+
+    @usableFromInline var index: [Key: Int32] = [:]
+    @usableFromInline var nodes: [Node] = []
+    /// The most recently used node in the list.
+    @usableFromInline var head: Int32 = none
+    /// The least recently used node in the list: the next to be evicted.
+    @usableFromInline var tail: Int32 = none
+
+    @usableFromInline
+    init() {}
+
+    /// The number of entries, loading or cached.
+    @inlinable var count: Int { nodes.count }
+
+    /// The slot of `key`, if present.
+    @inlinable
+    func find(_ key: Key) -> Int32? {
+        index[key]
+    }
+
+    /// Moves a node that is in the list to its head (most recently used).
+    @inlinable
+    mutating func touch(_ slot: Int32) {
+        guard slot != head, nodes[Int(slot)].load == 0 else { return }
+        unlink(slot)
+        linkAtHead(slot)
+    }
+
+    /// Adds `key` with a load in flight (not in the list). Returns its slot.
+    @usableFromInline
+    mutating func insertLoading(_ key: Key, generation: UInt64) -> Int32 {
+        precondition(nodes.count < Int(Int32.max), "KeyedMonoTask: more than \(Int32.max) entries")
+        let slot = Int32(nodes.count)
+        nodes.append(Node(key: key, value: nil, storedAt: .zero, load: generation, previous: Self.none, next: Self.none))
+        index[key] = slot
+        return slot
+    }
+
+    /// A load starts for a node that has none: it leaves the list.
+    @usableFromInline
+    mutating func beginLoad(_ slot: Int32, generation: UInt64) {
+        precondition(nodes[Int(slot)].load == 0, "KeyedMonoTask: a second load for one entry")
+        unlink(slot)
+        nodes[Int(slot)].load = generation
+    }
+
+    /// The load of a node ended and the node stays: it enters the list as most recently used.
+    @usableFromInline
+    mutating func endLoad(_ slot: Int32) {
+        nodes[Int(slot)].load = 0
+        linkAtHead(slot)
+    }
+
+    /// Removes the node in `slot` (from the list too, if it is in it).
+    @usableFromInline
+    mutating func remove(_ slot: Int32) -> Removed {
+        let i = Int(slot)
+        if nodes[i].load == 0 { unlink(slot) }
+        let indexKey = index.remove(at: index.index(forKey: nodes[i].key)!).key
+        let last = nodes.count - 1
+        if i != last {
+            nodes.swapAt(i, last)
+            // The node that was last now lives in `slot`: repoint whatever referred to it.
+            if nodes[i].load == 0 {
+                let previous = nodes[i].previous
+                let next = nodes[i].next
+                if previous == Self.none { head = slot } else { nodes[Int(previous)].next = slot }
+                if next == Self.none { tail = slot } else { nodes[Int(next)].previous = slot }
+            }
+            index[nodes[i].key] = slot
+        }
+        return Removed(node: nodes.removeLast(), indexKey: indexKey)
+    }
+
+    /// Removes the least recently used node in the list unless it is also the most recently used
+    /// one while `keepingHead` is set. `nil` when nothing may be evicted.
+    @usableFromInline
+    mutating func evictLeastRecentlyUsed(keepingHead: Bool) -> Removed? {
+        guard tail != Self.none, !(keepingHead && tail == head) else { return nil }
+        return remove(tail)
+    }
+
+    /// Empties the table and returns what it held.
+    mutating func removeAll() -> (index: [Key: Int32], nodes: [Node]) {
+        defer {
+            index = [:]
+            nodes = []
+            head = Self.none
+            tail = Self.none
+        }
+        return (index, nodes)
+    }
+
+    // MARK: List
+
+    @inlinable
+    mutating func unlink(_ slot: Int32) {
+        let previous = nodes[Int(slot)].previous
+        let next = nodes[Int(slot)].next
+        if previous == Self.none { head = next } else { nodes[Int(previous)].next = next }
+        if next == Self.none { tail = previous } else { nodes[Int(next)].previous = previous }
+        nodes[Int(slot)].previous = Self.none
+        nodes[Int(slot)].next = Self.none
+    }
+
+    @inlinable
+    mutating func linkAtHead(_ slot: Int32) {
+        nodes[Int(slot)].previous = Self.none
+        nodes[Int(slot)].next = head
+        if head == Self.none { tail = slot } else { nodes[Int(head)].previous = slot }
+        head = slot
+    }
+
+    /// The slots of the list from most to least recently used (tests).
+    var recencyOrder: [Int32] {
+        var order: [Int32] = []
+        var slot = head
+        while slot != Self.none {
+            order.append(slot)
+            slot = nodes[Int(slot)].next
+        }
+        return order
+    }
+}

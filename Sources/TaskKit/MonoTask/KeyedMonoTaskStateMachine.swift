@@ -1,0 +1,395 @@
+/// The rules of ``KeyedMonoTask`` as a pure value type: no locks, no threads, no clocks, no user
+/// code (beyond the key's `hash(into:)` and `==`).
+///
+/// Every method takes the current time as an offset (`Duration`) from the owner's clock origin,
+/// mutates the state and returns an *action* for the owner to perform after releasing its lock:
+/// which waiters to deliver to, which load to start, and what was removed (keys and values whose
+/// `deinit`s must not run under the lock).
+///
+/// Vocabulary:
+/// - An *entry* is a key in the ``KeyedMonoTaskEntryTable``: a cached value, a load in flight,
+///   or both (a refresh or a forced load while an older value is still served).
+/// - A *load* is one logical execution for a key: the first attempt plus its retries, with a
+///   unique *generation*. Loads live in `loads`, keyed by generation; an entry names its load.
+///   `invalidate` *detaches* a load: the entry goes, the load runs on and its result goes to
+///   its own waiters only.
+///
+/// Each stored waiter is handed back exactly once: by ``attemptFinished(generation:result:now:)``
+/// (delivery) or by ``cancelWaiter(key:id:)``.
+@usableFromInline
+struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
+    @usableFromInline typealias Generation = UInt64
+    @usableFromInline typealias WaiterID = UInt64
+    @usableFromInline typealias Table = KeyedMonoTaskEntryTable<Key, Value>
+
+    /// The validated configuration.
+    @usableFromInline
+    struct Configuration {
+        /// The bound on ``KeyedMonoTaskEntryTable/count`` (restored as loads finish).
+        @usableFromInline var maximumEntries: Int
+        /// How long a success is fresh after its completion.
+        @usableFromInline var timeToLive: Duration
+        /// `timeToLive` plus the stale-while-revalidate window: the age at which a value is unusable.
+        @usableFromInline var usableFor: Duration
+        /// The retry policy of each load.
+        @usableFromInline var retry: RetryCount
+
+        @usableFromInline
+        init(maximumEntries: Int, timeToLive: Duration, staleWhileRevalidate: Duration, retry: RetryCount) {
+            self.maximumEntries = maximumEntries
+            self.timeToLive = timeToLive
+            self.usableFor = timeToLive + staleWhileRevalidate
+            self.retry = retry
+        }
+
+        /// Whether a success is kept at all (`false` when both durations are zero).
+        var keepsResults: Bool { usableFor > .zero }
+    }
+
+    struct WaiterEntry {
+        var id: WaiterID
+        var waiter: Waiter
+    }
+
+    struct Load {
+        var key: Key
+        /// Waiting for the backoff delay before the next attempt.
+        var inBackoff = false
+        /// Served by this load's result, in registration order.
+        var waiters: [WaiterEntry]
+        /// `forceUpdate` callers that arrived after this load began: served by the load that
+        /// follows it. Non-`nil` means a follow-up load is requested.
+        var followUp: [WaiterEntry]?
+        var schedule: RetrySchedule
+        /// `false` once `invalidate` detached it: its result is delivered but not stored.
+        var attached = true
+    }
+
+    /// Start the load `generation` for `key`.
+    @usableFromInline
+    struct StartLoad {
+        @usableFromInline var key: Key
+        @usableFromInline var generation: Generation
+    }
+
+    /// Keys and values taken out of the state, to be destroyed after the lock is released.
+    @usableFromInline
+    struct Released {
+        @usableFromInline var removed: [Table.Removed] = []
+        var values: [Value] = []
+        var keys: [Key] = []
+        var table: (index: [Key: Int32], nodes: [Table.Node])?
+
+        @usableFromInline init() {}
+    }
+
+    @usableFromInline
+    enum Freshness {
+        case fresh, stale, unusable
+    }
+
+    // MARK: Actions
+
+    @usableFromInline
+    enum FastPathAction {
+        /// A usable cached value; start the load if non-`nil` (a stale-while-revalidate refresh).
+        case hit(Value, refresh: StartLoad?)
+        /// No usable value: register a waiter with this identifier.
+        case miss(WaiterID)
+    }
+
+    @usableFromInline
+    enum RequestAction {
+        /// A usable cached value for the caller, who was not stored; maybe start a refresh.
+        case deliverCached(Value, refresh: StartLoad?)
+        /// The waiter was stored; start the load if non-`nil`; destroy `released` after unlocking.
+        case enqueued(startLoad: StartLoad?, released: Released)
+        /// The caller's task was already cancelled: not stored; fail it with `CancellationError`.
+        case callerCancelled
+    }
+
+    enum AttemptFinishedAction {
+        /// Sleep for the delay, then call ``retryDue(generation:)`` and attempt again.
+        case retry(after: Duration)
+        /// Deliver `result` to `waiters` (registration order), then start `next` if non-`nil`.
+        case finish(waiters: [Waiter], result: Result<Value, any Error>, next: StartLoad?, released: Released)
+    }
+
+    // MARK: State
+
+    @usableFromInline let configuration: Configuration
+    @usableFromInline var table = Table()
+    private(set) var loads: [Generation: Load] = [:]
+    /// Loads in `loads` that `invalidate` detached from their entry.
+    private(set) var detachedLoads = 0
+    private(set) var generation: Generation = 0
+    @usableFromInline var lastWaiterID: WaiterID = 0
+    @usableFromInline var counters = KeyedMonoTaskCounters()
+
+    @usableFromInline
+    init(configuration: Configuration) {
+        self.configuration = configuration
+    }
+
+    // MARK: Queries
+
+    /// Entries held, loading or cached.
+    @usableFromInline var count: Int { table.count }
+
+    /// Loads in flight, attached or detached.
+    var loadsInFlight: Int { loads.count }
+
+    @inlinable
+    func freshness(storedAt: Duration, now: Duration) -> Freshness {
+        let age = now - storedAt
+        if age < configuration.timeToLive { return .fresh }
+        if age < configuration.usableFor { return .stale }
+        return .unusable
+    }
+
+    /// The value a caller would get without waiting (fresh, or stale within the window). Changes
+    /// nothing: no recency, no counters, no refresh.
+    @usableFromInline
+    func cachedValue(for key: Key, now: Duration) -> Value? {
+        guard let slot = table.find(key), let value = table.nodes[Int(slot)].value else { return nil }
+        switch freshness(storedAt: table.nodes[Int(slot)].storedAt, now: now) {
+        case .fresh, .stale: return value
+        case .unusable: return nil
+        }
+    }
+
+    // MARK: Callers
+
+    /// The lock-held fast path of an async caller: a cache hit, or a waiter identifier to register.
+    @inlinable
+    mutating func fastPath(key: Key, forceUpdate: Bool, now: Duration) -> FastPathAction {
+        if !forceUpdate, let slot = table.find(key), let hit = cacheHit(slot, now: now) {
+            return .hit(hit.value, refresh: hit.refresh)
+        }
+        lastWaiterID &+= 1
+        return .miss(lastWaiterID)
+    }
+
+    /// A new waiter identifier (for a callback caller; async callers get theirs from ``fastPath``).
+    @usableFromInline
+    mutating func makeWaiterID() -> WaiterID {
+        lastWaiterID &+= 1
+        return lastWaiterID
+    }
+
+    /// A caller asks for the value of `key`.
+    @usableFromInline
+    mutating func request(
+        key: Key, waiter: Waiter, id: WaiterID, forceUpdate: Bool, now: Duration, callerCancelled: Bool = false
+    ) -> RequestAction {
+        var released = Released()
+        guard let slot = table.find(key) else {
+            if callerCancelled { return .callerCancelled }
+            // A new entry: make room first (only entries without a load in flight can go).
+            while table.count >= configuration.maximumEntries,
+                let evicted = table.evictLeastRecentlyUsed(keepingHead: false)
+            {
+                released.removed.append(evicted)
+                counters.evictions += 1
+            }
+            let generation = beginLoad(key: key, waiters: [WaiterEntry(id: id, waiter: waiter)])
+            _ = table.insertLoading(key, generation: generation)
+            counters.misses += 1
+            return .enqueued(startLoad: StartLoad(key: key, generation: generation), released: released)
+        }
+        if !forceUpdate, let hit = cacheHit(slot, now: now) {
+            return .deliverCached(hit.value, refresh: hit.refresh)
+        }
+        if callerCancelled { return .callerCancelled }
+        let running = table.nodes[Int(slot)].load
+        if running != 0 {
+            // Join the load in flight, or (forced) the load that will follow it.
+            if forceUpdate {
+                loads[running]!.followUp = (loads[running]!.followUp ?? []) + [WaiterEntry(id: id, waiter: waiter)]
+            } else {
+                loads[running]!.waiters.append(WaiterEntry(id: id, waiter: waiter))
+            }
+            counters.merges += 1
+            return .enqueued(startLoad: nil, released: released)
+        }
+        // An idle entry whose value is unusable, or a forced call: load now. A forced load keeps
+        // a usable value for the callers that are not forced; an unusable one is dropped.
+        let node = table.nodes[Int(slot)]
+        if let value = node.value, freshness(storedAt: node.storedAt, now: now) == .unusable {
+            released.values.append(value)
+            table.nodes[Int(slot)].value = nil
+        }
+        let generation = beginLoad(key: key, waiters: [WaiterEntry(id: id, waiter: waiter)])
+        table.beginLoad(slot, generation: generation)
+        counters.misses += 1
+        return .enqueued(startLoad: StartLoad(key: key, generation: generation), released: released)
+    }
+
+    /// An async caller's task was cancelled: take its waiter out, if still stored.
+    @usableFromInline
+    mutating func cancelWaiter(key: Key, id: WaiterID) -> Waiter? {
+        if let slot = table.find(key), case let running = table.nodes[Int(slot)].load, running != 0,
+            let waiter = loads[running]!.removeWaiter(id)
+        {
+            counters.callerCancellations += 1
+            return waiter
+        }
+        guard detachedLoads > 0 else { return nil }
+        for generation in loads.keys where !loads[generation]!.attached {
+            if let waiter = loads[generation]!.removeWaiter(id) {
+                counters.callerCancellations += 1
+                return waiter
+            }
+        }
+        return nil
+    }
+
+    // MARK: Loads
+
+    /// An attempt of load `generation` returned `result`.
+    mutating func attemptFinished(
+        generation finished: Generation, result: Result<Value, any Error>, now: Duration
+    ) -> AttemptFinishedAction {
+        if case .failure = result, let delay = loads[finished]!.schedule.nextDelay() {
+            loads[finished]!.inBackoff = true
+            counters.retries += 1
+            return .retry(after: delay)
+        }
+        let load = loads.removeValue(forKey: finished)!
+        var released = Released()
+        released.keys.append(load.key)
+        if case .failure = result { counters.failures += 1 }
+        var next: StartLoad?
+        if load.attached {
+            let slot = table.find(load.key)!
+            assert(table.nodes[Int(slot)].load == finished, "an attached load names its entry")
+            if case .success(let value) = result, configuration.keepsResults {
+                if let old = table.nodes[Int(slot)].value { released.values.append(old) }
+                table.nodes[Int(slot)].value = value
+                table.nodes[Int(slot)].storedAt = now
+            }
+            let node = table.nodes[Int(slot)]
+            if let followUp = load.followUp {
+                let generation = beginLoad(key: load.key, waiters: followUp)
+                table.nodes[Int(slot)].load = generation
+                next = StartLoad(key: load.key, generation: generation)
+            } else if node.value != nil, freshness(storedAt: node.storedAt, now: now) != .unusable {
+                table.endLoad(slot)
+                // Restore the bound, least recently used first, never evicting this result.
+                while table.count > configuration.maximumEntries,
+                    let evicted = table.evictLeastRecentlyUsed(keepingHead: true)
+                {
+                    released.removed.append(evicted)
+                    counters.evictions += 1
+                }
+            } else {
+                released.removed.append(table.remove(slot))
+            }
+        } else {
+            detachedLoads -= 1
+        }
+        return .finish(waiters: load.waiters.map(\.waiter), result: result, next: next, released: released)
+    }
+
+    /// The backoff delay of load `generation` is over: its next attempt starts.
+    mutating func retryDue(generation: Generation) {
+        loads[generation]!.inBackoff = false
+    }
+
+    // MARK: Invalidation
+
+    /// Removes the entry of `key`. A load in flight is detached: its waiters still get its result,
+    /// which is not stored. Forced callers waiting for a follow-up get a new load at once.
+    mutating func invalidate(_ key: Key) -> (startLoad: StartLoad?, released: Released) {
+        var released = Released()
+        guard let slot = table.find(key) else { return (nil, released) }
+        let running = table.nodes[Int(slot)].load
+        released.removed.append(table.remove(slot))
+        counters.invalidations += 1
+        guard running != 0 else { return (nil, released) }
+        return (detach(running, released: &released), released)
+    }
+
+    /// Removes every entry; see ``invalidate(_:)``.
+    mutating func invalidateAll() -> (startLoads: [StartLoad], released: Released) {
+        var released = Released()
+        let old = table.removeAll()
+        counters.invalidations += old.nodes.count
+        var starts: [StartLoad] = []
+        for node in old.nodes where node.load != 0 {
+            if let start = detach(node.load, released: &released) { starts.append(start) }
+        }
+        released.table = old
+        return (starts, released)
+    }
+
+    private mutating func detach(_ running: Generation, released: inout Released) -> StartLoad? {
+        loads[running]!.attached = false
+        detachedLoads += 1
+        guard let followUp = loads[running]!.followUp else { return nil }
+        loads[running]!.followUp = nil
+        // The forced callers asked for a load that begins after their call: a new entry, now.
+        let key = loads[running]!.key
+        while table.count >= configuration.maximumEntries,
+            let evicted = table.evictLeastRecentlyUsed(keepingHead: false)
+        {
+            released.removed.append(evicted)
+            counters.evictions += 1
+        }
+        let generation = beginLoad(key: key, waiters: followUp)
+        _ = table.insertLoading(key, generation: generation)
+        return StartLoad(key: key, generation: generation)
+    }
+
+    // MARK: Helpers
+
+    /// A usable value in `slot`: fresh (and now most recently used) or stale (starting a refresh
+    /// if none is in flight). `nil` when the entry has no usable value.
+    @inlinable
+    mutating func cacheHit(_ slot: Int32, now: Duration) -> (value: Value, refresh: StartLoad?)? {
+        guard let value = table.nodes[Int(slot)].value else { return nil }
+        switch freshness(storedAt: table.nodes[Int(slot)].storedAt, now: now) {
+        case .fresh:
+            counters.recordHit()
+            table.touch(slot)
+            return (value, nil)
+        case .stale:
+            return (value, staleHit(slot))
+        case .unusable:
+            return nil
+        }
+    }
+
+    /// A stale value is served: start the one background refresh unless a load is in flight.
+    @usableFromInline
+    mutating func staleHit(_ slot: Int32) -> StartLoad? {
+        counters.hits += 1
+        counters.staleHits += 1
+        guard table.nodes[Int(slot)].load == 0 else { return nil }
+        let key = table.nodes[Int(slot)].key
+        let generation = beginLoad(key: key, waiters: [])
+        table.beginLoad(slot, generation: generation)
+        return StartLoad(key: key, generation: generation)
+    }
+
+    /// Creates a load in `loads` and returns its generation.
+    private mutating func beginLoad(key: Key, waiters: [WaiterEntry]) -> Generation {
+        generation &+= 1
+        counters.loads += 1
+        loads[generation] = Load(key: key, waiters: waiters, schedule: configuration.retry.makeSchedule())
+        return generation
+    }
+}
+
+extension KeyedMonoTaskStateMachine.Load {
+    /// Takes out the waiter `id` from the waiters or the follow-up list.
+    fileprivate mutating func removeWaiter(_ id: KeyedMonoTaskStateMachine.WaiterID) -> Waiter? {
+        if let index = waiters.firstIndex(where: { $0.id == id }) {
+            return waiters.remove(at: index).waiter
+        }
+        if let index = followUp?.firstIndex(where: { $0.id == id }) {
+            return followUp!.remove(at: index).waiter
+        }
+        return nil
+    }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import Testing
+
+
+@testable import TaskKit
+
+// Helpers for the KeyedMonoTask suites (prefixed `Keyed`: the test module is shared).
+
+/// Records the loads of a `KeyedMonoTask<Int, String>`: how many started per key, how many run
+/// at once per key (and the most ever seen), and holds each load at a per-key gate until the
+/// test opens it (keys without a gate run straight through).
+final class KeyedLoadRecorder: Sendable {
+    private struct State {
+        var started: [Int: Int] = [:]
+        var active: [Int: Int] = [:]
+        var maximumOverlap = 0
+        var gated: Set<Int> = []
+        var waiting: [Int: [CheckedContinuation<Void, Never>]] = [:]
+        var failing: Set<Int> = []
+    }
+
+    private let state = LockedState(State())
+
+    /// Holds the loads of `keys` at their gate until ``open(_:)``.
+    init(gated keys: Set<Int> = []) {
+        state.withLock { $0.gated = keys }
+    }
+
+    /// Makes later loads of `key` fail (or succeed again) with `KeyedTestError(key:attempt:)`.
+    func setFailing(_ key: Int, _ failing: Bool = true) {
+        state.withLock { state in
+            if failing { state.failing.insert(key) } else { state.failing.remove(key) }
+        }
+    }
+
+    /// Closes the gate of `key` for later loads.
+    func close(_ key: Int) { state.withLock { _ = $0.gated.insert(key) } }
+
+    /// Opens the gate of `key`: loads waiting there go on, later ones do not stop.
+    func open(_ key: Int) {
+        let waiting = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.gated.remove(key)
+            return state.waiting.removeValue(forKey: key) ?? []
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    /// The load: `"<key>#<n>"` for the n-th load of the key, or a failure if the key is failing.
+    func load(_ key: Int) async throws -> String {
+        let attempt = state.withLock { state -> Int in
+            state.started[key, default: 0] += 1
+            state.active[key, default: 0] += 1
+            state.maximumOverlap = max(state.maximumOverlap, state.active[key]!)
+            return state.started[key]!
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let proceed = state.withLock { state -> Bool in
+                guard state.gated.contains(key) else { return true }
+                state.waiting[key, default: []].append(continuation)
+                return false
+            }
+            if proceed { continuation.resume() }
+        }
+        let fails = state.withLock { state -> Bool in
+            state.active[key]! -= 1
+            return state.failing.contains(key)
+        }
+        if fails { throw KeyedTestError(key: key, attempt: attempt) }
+        return "\(key)#\(attempt)"
+    }
+
+    /// Loads started for `key` (attempts, retries included).
+    func started(_ key: Int) -> Int { state.withLock { $0.started[key, default: 0] } }
+    /// Loads started for all keys.
+    var totalStarted: Int { state.withLock { $0.started.values.reduce(0, +) } }
+    /// Loads of `key` waiting at its gate.
+    func waiting(_ key: Int) -> Int { state.withLock { $0.waiting[key]?.count ?? 0 } }
+    /// The most loads of one key ever seen running at once.
+    var maximumOverlap: Int { state.withLock { $0.maximumOverlap } }
+}
+
+struct KeyedTestError: Error, Equatable {
+    var key: Int
+    var attempt: Int
+}
+
+/// Polls `condition` until it holds; records an issue (and returns) after `seconds` of real time.
+/// The conditions are the library's own state, so the deadline only matters for a broken test.
+func keyedEventually(
+    _ what: String, seconds: Double = 20, sourceLocation: SourceLocation = #_sourceLocation,
+    _ condition: () -> Bool
+) async {
+    let deadline = ContinuousClock.now.advanced(by: .seconds(seconds))
+    var spins = 0
+    while !condition() {
+        if ContinuousClock.now >= deadline {
+            Issue.record("condition never held: \(what)", sourceLocation: sourceLocation)
+            return
+        }
+        spins += 1
+        if spins % 64 == 0 {
+            try? await Task.sleep(for: .milliseconds(1))
+        } else {
+            await Task.yield()
+        }
+    }
+}
