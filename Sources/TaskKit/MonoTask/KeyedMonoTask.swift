@@ -247,6 +247,11 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         state.withLock { $0.counters }
     }
 
+    /// Runs `body` on the state machine under the lock (tests).
+    func inspect<R>(_ body: (Machine) -> R) -> R {
+        state.withLock { body($0) }
+    }
+
     // MARK: Waiting
 
     @inlinable

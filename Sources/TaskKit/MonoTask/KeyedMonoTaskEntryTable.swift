@@ -1,5 +1,8 @@
 /// The entries of a ``KeyedMonoTask``: a dictionary from key to slot, a dense array of nodes,
-/// and an intrusive doubly linked least-recently-used list threaded through the nodes by index.
+/// and an intrusive doubly linked least-recently-used list threaded through the slots by index.
+/// The links live in an array of their own, parallel to `nodes`: a hit that moves its node to
+/// the head writes its neighbours' links, and 8-byte links keep those writes in a small, dense
+/// array instead of scattering them over the nodes.
 ///
 /// A pure value type, owned by ``KeyedMonoTaskStateMachine``. Every operation is O(1) (one or
 /// two hash lookups plus a few array writes):
@@ -23,17 +26,26 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         @usableFromInline var storedAt: Duration
         /// The generation of the load in flight for this key, `0` for none.
         @usableFromInline var load: UInt64
+
+        @usableFromInline
+        init(key: Key, value: Value?, storedAt: Duration, load: UInt64) {
+            self.key = key
+            self.value = value
+            self.storedAt = storedAt
+            self.load = load
+        }
+    }
+
+    /// The list links of the node in the same slot.
+    @usableFromInline
+    struct Link {
         /// Towards the most recently used node (`none` for the head).
         @usableFromInline var previous: Int32
         /// Towards the least recently used node (`none` for the tail).
         @usableFromInline var next: Int32
 
         @usableFromInline
-        init(key: Key, value: Value?, storedAt: Duration, load: UInt64, previous: Int32, next: Int32) {
-            self.key = key
-            self.value = value
-            self.storedAt = storedAt
-            self.load = load
+        init(previous: Int32, next: Int32) {
             self.previous = previous
             self.next = next
         }
@@ -49,6 +61,8 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
 
     @usableFromInline var index: [Key: Int32] = [:]
     @usableFromInline var nodes: [Node] = []
+    /// `links[i]` belongs to `nodes[i]`.
+    @usableFromInline var links: [Link] = []
     /// The most recently used node in the list.
     @usableFromInline var head: Int32 = none
     /// The least recently used node in the list: the next to be evicted.
@@ -79,7 +93,8 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     mutating func insertLoading(_ key: Key, generation: UInt64) -> Int32 {
         precondition(nodes.count < Int(Int32.max), "KeyedMonoTask: more than \(Int32.max) entries")
         let slot = Int32(nodes.count)
-        nodes.append(Node(key: key, value: nil, storedAt: .zero, load: generation, previous: Self.none, next: Self.none))
+        nodes.append(Node(key: key, value: nil, storedAt: .zero, load: generation))
+        links.append(Link(previous: Self.none, next: Self.none))
         index[key] = slot
         return slot
     }
@@ -108,15 +123,17 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         let last = nodes.count - 1
         if i != last {
             nodes.swapAt(i, last)
+            links.swapAt(i, last)
             // The node that was last now lives in `slot`: repoint whatever referred to it.
             if nodes[i].load == 0 {
-                let previous = nodes[i].previous
-                let next = nodes[i].next
-                if previous == Self.none { head = slot } else { nodes[Int(previous)].next = slot }
-                if next == Self.none { tail = slot } else { nodes[Int(next)].previous = slot }
+                let previous = links[i].previous
+                let next = links[i].next
+                if previous == Self.none { head = slot } else { links[Int(previous)].next = slot }
+                if next == Self.none { tail = slot } else { links[Int(next)].previous = slot }
             }
             index[nodes[i].key] = slot
         }
+        links.removeLast()
         return Removed(node: nodes.removeLast(), indexKey: indexKey)
     }
 
@@ -133,6 +150,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         defer {
             index = [:]
             nodes = []
+            links = []
             head = Self.none
             tail = Self.none
         }
@@ -143,19 +161,16 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
 
     @inlinable
     mutating func unlink(_ slot: Int32) {
-        let previous = nodes[Int(slot)].previous
-        let next = nodes[Int(slot)].next
-        if previous == Self.none { head = next } else { nodes[Int(previous)].next = next }
-        if next == Self.none { tail = previous } else { nodes[Int(next)].previous = previous }
-        nodes[Int(slot)].previous = Self.none
-        nodes[Int(slot)].next = Self.none
+        let link = links[Int(slot)]
+        if link.previous == Self.none { head = link.next } else { links[Int(link.previous)].next = link.next }
+        if link.next == Self.none { tail = link.previous } else { links[Int(link.next)].previous = link.previous }
+        links[Int(slot)] = Link(previous: Self.none, next: Self.none)
     }
 
     @inlinable
     mutating func linkAtHead(_ slot: Int32) {
-        nodes[Int(slot)].previous = Self.none
-        nodes[Int(slot)].next = head
-        if head == Self.none { tail = slot } else { nodes[Int(head)].previous = slot }
+        links[Int(slot)] = Link(previous: Self.none, next: head)
+        if head == Self.none { tail = slot } else { links[Int(head)].previous = slot }
         head = slot
     }
 
@@ -165,7 +180,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         var slot = head
         while slot != Self.none {
             order.append(slot)
-            slot = nodes[Int(slot)].next
+            slot = links[Int(slot)].next
         }
         return order
     }

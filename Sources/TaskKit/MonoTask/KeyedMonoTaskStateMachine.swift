@@ -256,6 +256,9 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             return .retry(after: delay)
         }
         let load = loads.removeValue(forKey: finished)!
+        // A burst of loads (a batch of misses) grows the table of loads; give the memory back
+        // once they are over.
+        if loads.isEmpty, loads.capacity > 64 { loads = [:] }
         var released = Released()
         released.keys.append(load.key)
         if case .failure = result { counters.failures += 1 }

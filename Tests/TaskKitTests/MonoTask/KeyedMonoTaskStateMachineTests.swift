@@ -14,6 +14,7 @@ import Testing
     static func check(_ table: Table, recency: [Int], loading: Set<Int>, sourceLocation: SourceLocation = #_sourceLocation) {
         #expect(table.count == recency.count + loading.count, sourceLocation: sourceLocation)
         #expect(table.index.count == table.count, sourceLocation: sourceLocation)
+        #expect(table.links.count == table.count, sourceLocation: sourceLocation)
         for (key, slot) in table.index {
             #expect(table.nodes[Int(slot)].key == key, sourceLocation: sourceLocation)
         }
@@ -23,7 +24,7 @@ import Testing
         var slot = table.tail
         while slot != Table.none {
             backward.append(table.nodes[Int(slot)].key)
-            slot = table.nodes[Int(slot)].previous
+            slot = table.links[Int(slot)].previous
         }
         #expect(backward == recency.reversed(), sourceLocation: sourceLocation)
         for key in loading {

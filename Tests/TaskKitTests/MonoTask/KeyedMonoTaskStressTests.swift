@@ -117,7 +117,7 @@ struct KeyedMonoTaskStressTests {
         }
         let expected = callbacksExpected
         await keyedEventually("every callback delivered") { callbacksDone.withLock { $0 } == expected }
-        await keyedEventually("every load over") { cache.state.withLock { $0.loadsInFlight } == 0 }
+        await keyedEventually("every load over") { cache.inspect(\.loadsInFlight) == 0 }
 
         #expect(deliveries.withLock { $0 }.allSatisfy { $0 == 1 }, "every caller exactly one result")
         #expect(bad.withLock { $0 } == [])
@@ -131,7 +131,7 @@ struct KeyedMonoTaskStressTests {
             #expect(counters.evictions > 0, "\(counters)")
         }
         #expect(cache.count <= setup.maximumEntries, "the bound holds once loads are over")
-        cache.state.withLock { machine in
+        for machine in [cache.inspect { $0 }] {
             #expect(machine.detachedLoads == 0)
             #expect(machine.table.index.count == machine.table.count)
             #expect(machine.table.recencyOrder.count == machine.table.count)  // every entry idle, in the list

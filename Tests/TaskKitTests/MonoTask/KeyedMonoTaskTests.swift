@@ -361,7 +361,7 @@ struct KeyedMonoTaskTests {
         await #expect(throws: CancellationError.self) { try await leaving.value }
         #expect(cache.counters.callerCancellations == 1)
         recorder.open(1)
-        await keyedEventually("load over") { cache.state.withLock { $0.loadsInFlight } == 0 }
+        await keyedEventually("load over") { cache.inspect(\.loadsInFlight) == 0 }
         #expect(cache.count == 0)
     }
 
