@@ -67,6 +67,15 @@ let package = Package(
             plugins: benchmarkPlugin
         ),
         .executableTarget(
+            name: "KeyedMonoTaskBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "TaskKit", package: "TaskKit"),
+            ],
+            path: "Benchmarks/KeyedMonoTaskBenchmarks",
+            plugins: benchmarkPlugin
+        ),
+        .executableTarget(
             name: "TaskStoreBenchmarks",
             dependencies: [
                 "SeedWorkloads",
