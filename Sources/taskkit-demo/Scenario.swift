@@ -12,7 +12,7 @@ struct Scenario: Sendable {
     let body: @Sendable (DemoContext, inout ScenarioRecorder) async throws -> Void
 
     static let all: [Scenario] = [
-        .monoTask, .taskStore, .coFuture, .taskManager, .urlTaskManager,
+        .monoTask, .keyedMonoTask, .taskStore, .coFuture, .taskManager, .urlTaskManager,
     ]
 
     func execute(_ context: DemoContext) async -> ScenarioReport {
