@@ -235,13 +235,16 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             return waiter
         }
         guard detachedLoads > 0 else { return nil }
-        for generation in loads.keys where !loads[generation]!.attached {
-            if let waiter = loads[generation]!.removeWaiter(id) {
-                counters.callerCancellations += 1
-                return waiter
-            }
+        // Found first and changed after the loop: changing `loads` while iterating it would
+        // copy the whole table.
+        var holder: Generation?
+        for (generation, load) in loads where !load.attached && load.holdsWaiter(id) {
+            holder = generation
+            break
         }
-        return nil
+        guard let holder, let waiter = loads[holder]!.removeWaiter(id) else { return nil }
+        counters.callerCancellations += 1
+        return waiter
     }
 
     // MARK: Loads
@@ -385,6 +388,11 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
 }
 
 extension KeyedMonoTaskStateMachine.Load {
+    /// Whether the waiter `id` is among the waiters or the follow-up list.
+    fileprivate func holdsWaiter(_ id: KeyedMonoTaskStateMachine.WaiterID) -> Bool {
+        waiters.contains { $0.id == id } || followUp?.contains { $0.id == id } == true
+    }
+
     /// Takes out the waiter `id` from the waiters or the follow-up list.
     fileprivate mutating func removeWaiter(_ id: KeyedMonoTaskStateMachine.WaiterID) -> Waiter? {
         if let index = waiters.firstIndex(where: { $0.id == id }) {
