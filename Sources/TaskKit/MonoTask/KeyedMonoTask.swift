@@ -59,6 +59,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     @usableFromInline let state: LockedState<Machine>
     @usableFromInline let time: any MonoTaskTimeSource
     private let load: @Sendable (Key) async throws -> Value
+    /// The cost of a loaded value, with a cost bound; `nil` without.
+    private let cost: (@Sendable (Key, Value) -> Int)?
 
     /// Creates a cache that loads the value of a key with `load`.
     ///
@@ -77,12 +79,65 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///   - clock: The clock for expiry and the retry backoff. Default: `ContinuousClock()`.
     ///   - load: Loads the value of a key. Runs in a `Task` of its own, never under a lock, at
     ///     most once at a time per key (except after ``invalidate(_:)``, see there).
-    public init(
+    public convenience init(
         maximumEntries: Int,
         resultExpireDuration: Duration = .zero,
         staleWhileRevalidate: Duration = .zero,
         retry: RetryCount = .never,
         clock: some Clock<Duration> = ContinuousClock(),
+        load: @escaping @Sendable (Key) async throws -> Value
+    ) {
+        self.init(
+            entries: maximumEntries, costBound: nil, resultExpireDuration: resultExpireDuration,
+            staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, costOf: nil, load: load
+        )
+    }
+
+    /// Creates a cache bounded by entries and by the total cost of its cached values.
+    ///
+    /// The same as ``init(maximumEntries:resultExpireDuration:staleWhileRevalidate:retry:clock:load:)``
+    /// plus a second bound: the sum of `cost(key, value)` over the cached values. When a load
+    /// finishes and either bound is exceeded, least recently used values are evicted until both
+    /// hold again (never the value that just arrived, as for the entry bound). Values whose load
+    /// is in flight (a refresh) still count with their cost and cannot be evicted meanwhile. A
+    /// value whose cost alone exceeds `maximumCost` is delivered to its callers but not cached
+    /// (and the key's older value is dropped). The hit path is the same as without a cost bound.
+    ///
+    /// - Parameters:
+    ///   - maximumEntries: The most entries held, cached or loading; must be greater than 0.
+    ///   - maximumCost: The most total cost of the cached values; must not be negative.
+    ///   - resultExpireDuration: As for the other initialiser.
+    ///   - staleWhileRevalidate: As for the other initialiser.
+    ///   - retry: As for the other initialiser.
+    ///   - clock: As for the other initialiser.
+    ///   - cost: The cost of a loaded value, for example its size in bytes; must not be negative.
+    ///     Called once per successful load, in the load's `Task`, never under a lock.
+    ///   - load: Loads the value of a key; as for the other initialiser.
+    public convenience init(
+        maximumEntries: Int,
+        maximumCost: Int,
+        resultExpireDuration: Duration = .zero,
+        staleWhileRevalidate: Duration = .zero,
+        retry: RetryCount = .never,
+        clock: some Clock<Duration> = ContinuousClock(),
+        cost: @escaping @Sendable (Key, Value) -> Int,
+        load: @escaping @Sendable (Key) async throws -> Value
+    ) {
+        precondition(maximumCost >= 0, "KeyedMonoTask: maximumCost must be >= 0, got \(maximumCost)")
+        self.init(
+            entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
+            staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, costOf: cost, load: load
+        )
+    }
+
+    private init(
+        entries maximumEntries: Int,
+        costBound maximumCost: Int?,
+        resultExpireDuration: Duration,
+        staleWhileRevalidate: Duration,
+        retry: RetryCount,
+        clock: some Clock<Duration>,
+        costOf cost: (@Sendable (Key, Value) -> Int)?,
         load: @escaping @Sendable (Key) async throws -> Value
     ) {
         precondition(maximumEntries > 0, "KeyedMonoTask: maximumEntries must be > 0, got \(maximumEntries)")
@@ -99,12 +154,13 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             Machine(
                 configuration: Machine.Configuration(
                     maximumEntries: maximumEntries, timeToLive: resultExpireDuration,
-                    staleWhileRevalidate: staleWhileRevalidate, retry: retry
+                    staleWhileRevalidate: staleWhileRevalidate, retry: retry, maximumCost: maximumCost
                 )
             )
         )
         self.time = ClockTimeSource(clock)
         self.load = load
+        self.cost = cost
     }
 
     // MARK: Values
@@ -317,9 +373,14 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             } catch {
                 result = .failure(error)
             }
+            var valueCost = 0
+            if let cost, case .success(let value) = result {
+                valueCost = cost(key, value)
+                precondition(valueCost >= 0, "KeyedMonoTask: cost(_:_:) must return >= 0, got \(valueCost)")
+            }
             let now = time.now()
-            let action = state.withLock {
-                $0.attemptFinished(generation: generation, result: result, now: now)
+            let action = state.withLock { [valueCost] in
+                $0.attemptFinished(generation: generation, result: result, cost: valueCost, now: now)
             }
             switch action {
             case .retry(let delay):

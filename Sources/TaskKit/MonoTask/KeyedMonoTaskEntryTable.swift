@@ -63,13 +63,21 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     @usableFromInline var nodes: [Node] = []
     /// `links[i]` belongs to `nodes[i]`.
     @usableFromInline var links: [Link] = []
+    /// The cost of each node's value (`costs[i]` for `nodes[i]`, 0 without a value), kept only
+    /// when a cost bound is configured; empty otherwise, so the hit path never touches it.
+    var costs: [Int] = []
+    /// The sum of `costs`.
+    private(set) var totalCost = 0
+    let tracksCost: Bool
     /// The most recently used node in the list.
     @usableFromInline var head: Int32 = none
     /// The least recently used node in the list: the next to be evicted.
     @usableFromInline var tail: Int32 = none
 
     @usableFromInline
-    init() {}
+    init(tracksCost: Bool = false) {
+        self.tracksCost = tracksCost
+    }
 
     /// The number of entries, loading or cached.
     @inlinable var count: Int { nodes.count }
@@ -95,6 +103,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         let slot = Int32(nodes.count)
         nodes.append(Node(key: key, value: nil, storedAt: .zero, load: generation))
         links.append(Link(previous: Self.none, next: Self.none))
+        if tracksCost { costs.append(0) }
         index[key] = slot
         return slot
     }
@@ -121,6 +130,11 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         if nodes[i].load == 0 { unlink(slot) }
         let indexKey = index.remove(at: index.index(forKey: nodes[i].key)!).key
         let last = nodes.count - 1
+        if tracksCost {
+            totalCost -= costs[i]
+            costs.swapAt(i, last)
+            costs.removeLast()
+        }
         if i != last {
             nodes.swapAt(i, last)
             links.swapAt(i, last)
@@ -137,6 +151,13 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         return Removed(node: nodes.removeLast(), indexKey: indexKey)
     }
 
+    /// Records the cost of the value now in `slot` (0 for none). No-op without a cost bound.
+    mutating func setCost(_ slot: Int32, _ cost: Int) {
+        guard tracksCost else { return }
+        totalCost += cost - costs[Int(slot)]
+        costs[Int(slot)] = cost
+    }
+
     /// Removes the least recently used node in the list unless it is also the most recently used
     /// one while `keepingHead` is set. `nil` when nothing may be evicted.
     @usableFromInline
@@ -151,6 +172,8 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
             index = [:]
             nodes = []
             links = []
+            costs = []
+            totalCost = 0
             head = Self.none
             tail = Self.none
         }

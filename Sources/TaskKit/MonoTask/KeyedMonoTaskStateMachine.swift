@@ -33,13 +33,19 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         @usableFromInline var usableFor: Duration
         /// The retry policy of each load.
         @usableFromInline var retry: RetryCount
+        /// The bound on the sum of the cached values' costs, `nil` for none.
+        var maximumCost: Int?
 
         @usableFromInline
-        init(maximumEntries: Int, timeToLive: Duration, staleWhileRevalidate: Duration, retry: RetryCount) {
+        init(
+            maximumEntries: Int, timeToLive: Duration, staleWhileRevalidate: Duration, retry: RetryCount,
+            maximumCost: Int? = nil
+        ) {
             self.maximumEntries = maximumEntries
             self.timeToLive = timeToLive
             self.usableFor = timeToLive + staleWhileRevalidate
             self.retry = retry
+            self.maximumCost = maximumCost
         }
 
         /// Whether a success is kept at all (`false` when both durations are zero).
@@ -118,7 +124,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     // MARK: State
 
     @usableFromInline let configuration: Configuration
-    @usableFromInline var table = Table()
+    @usableFromInline var table: Table
     private(set) var loads: [Generation: Load] = [:]
     /// Loads in `loads` that `invalidate` detached from their entry.
     private(set) var detachedLoads = 0
@@ -129,6 +135,13 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @usableFromInline
     init(configuration: Configuration) {
         self.configuration = configuration
+        self.table = Table(tracksCost: configuration.maximumCost != nil)
+    }
+
+    /// Whether the table is above one of its bounds.
+    private func isOverBound() -> Bool {
+        table.count > configuration.maximumEntries
+            || configuration.maximumCost.map { table.totalCost > $0 } == true
     }
 
     // MARK: Queries
@@ -218,6 +231,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         if let value = node.value, freshness(storedAt: node.storedAt, now: now) == .unusable {
             released.values.append(value)
             table.nodes[Int(slot)].value = nil
+            table.setCost(slot, 0)
         }
         let generation = beginLoad(key: key, waiters: [WaiterEntry(id: id, waiter: waiter)])
         table.beginLoad(slot, generation: generation)
@@ -249,9 +263,10 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
 
     // MARK: Loads
 
-    /// An attempt of load `generation` returned `result`.
+    /// An attempt of load `generation` returned `result`; `cost` is the cost of a success when
+    /// a cost bound is configured (computed by the owner before taking the lock).
     mutating func attemptFinished(
-        generation finished: Generation, result: Result<Value, any Error>, now: Duration
+        generation finished: Generation, result: Result<Value, any Error>, cost: Int = 0, now: Duration
     ) -> AttemptFinishedAction {
         if case .failure = result, let delay = loads[finished]!.schedule.nextDelay() {
             loads[finished]!.inBackoff = true
@@ -271,8 +286,15 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             assert(table.nodes[Int(slot)].load == finished, "an attached load names its entry")
             if case .success(let value) = result, configuration.keepsResults {
                 if let old = table.nodes[Int(slot)].value { released.values.append(old) }
-                table.nodes[Int(slot)].value = value
-                table.nodes[Int(slot)].storedAt = now
+                if let maximumCost = configuration.maximumCost, cost > maximumCost {
+                    // Too costly to keep at all: delivered, not cached (nor the older value).
+                    table.nodes[Int(slot)].value = nil
+                    table.setCost(slot, 0)
+                } else {
+                    table.nodes[Int(slot)].value = value
+                    table.nodes[Int(slot)].storedAt = now
+                    table.setCost(slot, cost)
+                }
             }
             let node = table.nodes[Int(slot)]
             if let followUp = load.followUp {
@@ -281,9 +303,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
                 next = StartLoad(key: load.key, generation: generation)
             } else if node.value != nil, freshness(storedAt: node.storedAt, now: now) != .unusable {
                 table.endLoad(slot)
-                // Restore the bound, least recently used first, never evicting this result.
-                while table.count > configuration.maximumEntries,
-                    let evicted = table.evictLeastRecentlyUsed(keepingHead: true)
+                // Restore the bounds, least recently used first, never evicting this result.
+                while isOverBound(), let evicted = table.evictLeastRecentlyUsed(keepingHead: true)
                 {
                     released.removed.append(evicted)
                     counters.evictions += 1

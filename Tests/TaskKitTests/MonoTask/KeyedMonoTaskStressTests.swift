@@ -14,8 +14,10 @@ struct KeyedMonoTaskStressTests {
         var stale: Duration
         var retry: RetryCount
         var invalidates: Bool
+        var maximumCost: Int?
         var testDescription: String {
-            "max \(maximumEntries), ttl \(ttl), stale \(stale), retry \(retry), invalidates \(invalidates)"
+            "max \(maximumEntries), ttl \(ttl), stale \(stale), retry \(retry), invalidates \(invalidates), "
+                + "maximumCost \(maximumCost.map(String.init) ?? "none")"
         }
     }
 
@@ -24,6 +26,7 @@ struct KeyedMonoTaskStressTests {
         Setup(maximumEntries: 8, ttl: .microseconds(300), stale: .microseconds(300), retry: 2, invalidates: false),
         Setup(maximumEntries: 1_000, ttl: .milliseconds(1), stale: .zero, retry: 1, invalidates: false),
         Setup(maximumEntries: 8, ttl: .microseconds(300), stale: .microseconds(300), retry: 1, invalidates: true),
+        Setup(maximumEntries: 100, ttl: .milliseconds(1), stale: .microseconds(300), retry: 1, invalidates: false, maximumCost: 40),
     ]
 
     /// Per key: loads running now, the most ever seen at once, loads started.
@@ -49,15 +52,23 @@ struct KeyedMonoTaskStressTests {
         let keys = 32
         let operations = 4_000
         let overlap = Overlap()
-        let cache = KeyedMonoTask<Int, String>(
-            maximumEntries: setup.maximumEntries, resultExpireDuration: setup.ttl,
-            staleWhileRevalidate: setup.stale, retry: setup.retry
-        ) { key in
+        let load: @Sendable (Int) async throws -> String = { key in
             let attempt = overlap.enter(key)
             for _ in 0..<(attempt % 3) { await Task.yield() }
             overlap.leave(key)
             if attempt % 7 == 0 { throw KeyedTestError(key: key, attempt: attempt) }
             return "\(key)"
+        }
+        let cache = if let maximumCost = setup.maximumCost {
+            KeyedMonoTask<Int, String>(
+                maximumEntries: setup.maximumEntries, maximumCost: maximumCost, resultExpireDuration: setup.ttl,
+                staleWhileRevalidate: setup.stale, retry: setup.retry, cost: { key, _ in key % 5 + 1 }, load: load
+            )
+        } else {
+            KeyedMonoTask<Int, String>(
+                maximumEntries: setup.maximumEntries, resultExpireDuration: setup.ttl,
+                staleWhileRevalidate: setup.stale, retry: setup.retry, load: load
+            )
         }
         let deliveries = LockedState<[Int]>(Array(repeating: 0, count: operations))
         let bad = LockedState<[String]>([])
@@ -127,7 +138,7 @@ struct KeyedMonoTaskStressTests {
         #expect(overlap.running == 0)
         let counters = cache.counters
         #expect(counters.merges > 0 && counters.callerCancellations > 0 && counters.failures + counters.retries > 0, "\(counters)")
-        if setup.maximumEntries < keys && setup.ttl > .zero {
+        if (setup.maximumEntries < keys || setup.maximumCost != nil) && setup.ttl > .zero {
             #expect(counters.evictions > 0, "\(counters)")
         }
         #expect(cache.count <= setup.maximumEntries, "the bound holds once loads are over")
@@ -135,6 +146,12 @@ struct KeyedMonoTaskStressTests {
             #expect(machine.detachedLoads == 0)
             #expect(machine.table.index.count == machine.table.count)
             #expect(machine.table.recencyOrder.count == machine.table.count)  // every entry idle, in the list
+            if let maximumCost = setup.maximumCost {
+                #expect(machine.table.totalCost <= maximumCost, "the cost bound holds once loads are over")
+                #expect(machine.table.totalCost == machine.table.costs.reduce(0, +))
+                let expected = machine.table.nodes.map { $0.value == nil ? 0 : $0.key % 5 + 1 }
+                #expect(machine.table.costs == expected)
+            }
         }
     }
 }

@@ -258,6 +258,48 @@ struct KeyedMonoTaskTests {
         #expect(cache.cachedValue(for: 3) == "3#1")
     }
 
+    // MARK: Cost bound
+
+    @Test func theTotalCostOfCachedValuesStaysWithinMaximumCostLeastRecentlyUsedFirst() async throws {
+        let recorder = KeyedLoadRecorder()
+        let costed = LockedState<[Int]>([])
+        let cache = Cache(
+            maximumEntries: 100, maximumCost: 10, resultExpireDuration: .seconds(60), clock: ManualClock(),
+            cost: { key, _ in
+                costed.withLock { $0.append(key) }
+                return key  // the key is the cost
+            }
+        ) { try await recorder.load($0) }
+        _ = try await cache.value(for: 3)
+        _ = try await cache.value(for: 4)
+        _ = try await cache.value(for: 5)  // 12 > 10: the least recently used (3) goes
+        #expect(cache.cachedValue(for: 3) == nil)
+        #expect(cache.count == 2)
+        _ = try await cache.value(for: 4)  // 4 is now more recent than 5
+        _ = try await cache.value(for: 2)  // 11 > 10: 5 goes
+        #expect(cache.cachedValue(for: 5) == nil)
+        #expect(cache.cachedValue(for: 4) == "4#1" && cache.cachedValue(for: 2) == "2#1")
+        #expect(cache.counters.evictions == 2)
+        #expect(costed.withLock { $0 } == [3, 4, 5, 2])  // once per successful load, not per hit
+        recorder.setFailing(1)
+        _ = try? await cache.value(for: 1)
+        #expect(costed.withLock { $0 }.count == 4)  // never for a failure
+    }
+
+    @Test func aValueCostlierThanTheWholeBoundIsDeliveredButNotCached() async throws {
+        let recorder = KeyedLoadRecorder()
+        let cache = Cache(
+            maximumEntries: 100, maximumCost: 10, resultExpireDuration: .seconds(60), clock: ManualClock(),
+            cost: { key, _ in key }
+        ) { try await recorder.load($0) }
+        _ = try await cache.value(for: 2)
+        #expect(try await cache.value(for: 20) == "20#1")
+        #expect(cache.cachedValue(for: 20) == nil)
+        #expect(cache.cachedValue(for: 2) == "2#1")
+        #expect(cache.count == 1)
+        #expect(try await cache.value(for: 20) == "20#2")
+    }
+
     // MARK: Stale while revalidate
 
     @Test func withinTheStaleWindowTheOldValueIsServedAtOnceAndOneRefreshRuns() async throws {
@@ -487,6 +529,9 @@ struct KeyedMonoTaskTests {
         }
         await #expect(processExitsWith: .failure) {
             _ = KeyedMonoTask<Int, Int>(maximumEntries: 1, staleWhileRevalidate: .seconds(-1)) { $0 }
+        }
+        await #expect(processExitsWith: .failure) {
+            _ = KeyedMonoTask<Int, Int>(maximumEntries: 1, maximumCost: -1, cost: { _, _ in 1 }) { $0 }
         }
     }
 }
