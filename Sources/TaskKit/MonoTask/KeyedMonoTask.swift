@@ -7,8 +7,8 @@
 /// - **Caching.** A success is cached for `resultExpireDuration`, counted from its completion;
 ///   calls inside that window return it without loading. Failures are never cached.
 /// - **Stale while revalidate.** For `staleWhileRevalidate` after expiry a caller gets the old
-///   value at once and exactly one background refresh runs; if it fails, the old value is served
-///   until the window ends.
+///   value at once and one background refresh runs (one at a time); if it fails, the old value
+///   is still served until the window ends, and the next such caller starts another refresh.
 /// - **Retrying.** A failed attempt is retried as the ``RetryCount`` says, waiting on the injected
 ///   clock; waiters only see the final outcome.
 /// - **Bounded.** At most `maximumEntries` entries (cached or loading) are held; the least
