@@ -16,7 +16,10 @@
 /// deliver their result. In every outcome the reaction's record of triggering tasks is cleared.
 ///
 /// Write the reaction as ``execute()`` (async) or ``execute(done:)`` (callback); each has a
-/// default written in terms of the other, so implement at least one.
+/// default written in terms of the other. A reactor that implements neither only *decides*: its
+/// reaction does nothing and succeeds at once, so a reactor whose configuration has
+/// ``ReactorConfiguration/requeuesTask`` and that implements only
+/// ``shouldExecute(after:from:with:)`` requeues the tasks it matches, with no side work.
 public protocol Reactor: Sendable {
     /// How the manager behaves while this reactor runs. Read once per reaction.
     var configuration: ReactorConfiguration { get }
@@ -39,12 +42,14 @@ extension Reactor {
     /// ``ReactorConfiguration/default``.
     public var configuration: ReactorConfiguration { .default }
 
-    /// Runs ``execute()`` in a new Swift task and reports its outcome to `done`.
+    /// Runs ``execute()`` in a new Swift task and reports its outcome to `done`; for a reactor
+    /// that implements neither form, reports success at once (the reaction does nothing).
     public func execute(done: @escaping @Sendable ((any Error)?) -> Void) {
-        precondition(
-            ReactorBridgeGuard.bridging != ObjectIdentifier(Self.self),
-            "Reactor \(Self.self) must implement execute(done:) or execute() async throws"
-        )
+        if ReactorBridgeGuard.bridging == ObjectIdentifier(Self.self) {
+            // Called by the default `execute()`: neither form is implemented.
+            done(nil)
+            return
+        }
         Task {
             do {
                 try await self.execute()
@@ -66,7 +71,7 @@ extension Reactor {
     }
 }
 
-/// Detects a reactor implementing neither form of `execute`.
+/// Detects a reactor implementing neither form of `execute` (its reaction is then empty).
 enum ReactorBridgeGuard {
     @TaskLocal static var bridging: ObjectIdentifier?
 }
