@@ -127,6 +127,54 @@ public final class TaskManager: Sendable {
         }
     }
 
+    /// Adds a task made from `execute` (an ``AnyTask``) and returns its handle.
+    ///
+    /// ```swift
+    /// manager.add { try await uploader.flush() } completion: { print($0) }
+    /// ```
+    ///
+    /// - Parameters: as for ``add(task:startImmediately:after:timeout:completeOn:completion:)``;
+    ///   `execute` is the work, run each time the task executes.
+    /// - Precondition: `after` is not negative; `timeout`, when given, is greater than zero.
+    @discardableResult
+    public func add<Value: Sendable>(
+        startImmediately: Bool = true,
+        after: Duration? = nil,
+        timeout: Duration? = nil,
+        completeOn: DispatchQueue? = nil,
+        execute: @escaping @Sendable () async throws -> Value,
+        completion: (@Sendable (Result<Value, any Error>) -> Void)? = nil
+    ) -> TaskHandle {
+        add(
+            task: AnyTask(execute: execute), startImmediately: startImmediately, after: after,
+            timeout: timeout, completeOn: completeOn, completion: completion
+        )
+    }
+
+    /// Runs `body` as a managed task (an ``AnyTask``) and returns its result.
+    ///
+    /// When `timeout` passes first, the task is cancelled (its Swift task is cancelled) and this
+    /// throws ``TaskError/timedOut``. Cancelling the calling Swift task cancels the managed task,
+    /// as for ``value(of:after:timeout:)``.
+    ///
+    /// ```swift
+    /// let feed = try await manager.value(timeout: .seconds(5)) { try await api.feed() }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - after: A delay on the manager's clock before the task is intercepted and queued.
+    ///   - timeout: The deadline from the task's start to its result, on the manager's clock.
+    ///   - body: The work.
+    /// - Throws: `body`'s error, an adapter's error, or a ``TaskError``.
+    /// - Precondition: `after` is not negative; `timeout`, when given, is greater than zero.
+    public func value<Value: Sendable>(
+        after: Duration? = nil,
+        timeout: Duration? = nil,
+        _ body: @escaping @Sendable () async throws -> Value
+    ) async throws -> Value {
+        try await value(of: AnyTask(execute: body), after: after, timeout: timeout)
+    }
+
     /// Suspends until every started task has finished: delayed, queued, held by an interceptor,
     /// executing, reacting or requeued. Tasks added with `startImmediately: false` and not
     /// started are not waited for; tasks added while waiting are. Returns at once when there is
