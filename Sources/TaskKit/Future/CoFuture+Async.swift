@@ -21,6 +21,43 @@ extension CoFuture {
         }
     }
 
+    /// The success value, awaited for at most `timeout` on `clock`; throws the failure, or
+    /// ``CoFutureError/timeout`` when the deadline passes first.
+    ///
+    /// A timeout ends only this wait: the future stays pending, keeps its callbacks and can still
+    /// be awaited or completed. Returns at once if the future is already complete (also when
+    /// `timeout` is zero or negative, which otherwise times out at once). If the awaiting task is
+    /// cancelled, this throws `CancellationError` and, as with ``value``, the future is not
+    /// cancelled.
+    ///
+    /// ```swift
+    /// let user = try await fetchUser(id: 42).value(timeout: .seconds(2))
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - timeout: How long to wait.
+    ///   - clock: The clock the deadline is measured on.
+    /// - Throws: The future's error, ``CoFutureError/timeout``, or `CancellationError`.
+    public func value(
+        timeout: Duration,
+        clock: some Clock<Duration> = ContinuousClock()
+    ) async throws -> Value {
+        if let result = result {
+            return try result.get()
+        }
+        guard timeout > .zero else { throw CoFutureError.timeout }
+        return try await withThrowingTaskGroup(of: Value.self) { group in
+            group.addTask { try await self.value }
+            group.addTask {
+                try await clock.sleep(for: timeout)
+                throw CoFutureError.timeout
+            }
+            defer { group.cancelAll() }
+            guard let value = try await group.next() else { throw CancellationError() }
+            return value
+        }
+    }
+
     private func awaitValue() async throws -> Value {
         let waiter = FutureWaiter<Value>()
         return try await withTaskCancellationHandler {

@@ -81,6 +81,52 @@ extension CoFuture {
         recovering(.flatMapError(transform))
     }
 
+    /// Returns a future of this future's whole result transformed by `transform`.
+    ///
+    /// `transform` runs once, when this future completes, with its result: a success, a failure,
+    /// or `.failure(CoFutureError.canceled)` if this future was cancelled. The new future
+    /// completes with what `transform` returns. If the new future is cancelled first, `transform`
+    /// does not run. Cancelling the new future cancels this one.
+    ///
+    /// ```swift
+    /// let status: CoFuture<String> = upload.mapResult { result in
+    ///     .success(result.isSuccess ? "sent" : "queued for later")
+    /// }
+    /// ```
+    ///
+    /// - Parameter transform: Maps the result.
+    /// - Returns: The derived future.
+    public func mapResult<NewValue: Sendable>(
+        _ transform: @escaping @Sendable (Result<Value, any Error>) -> Result<NewValue, any Error>
+    ) -> CoFuture<NewValue> {
+        let derived = ResultMapFuture(source: self, transform: .map(transform))
+        add(.transform(ErasedStep(derived) { object, result, queue in
+            recoverObject(object, as: ResultMapFuture<Value, NewValue>.self).upstreamCompleted(result, into: &queue)
+        }))
+        return derived
+    }
+
+    /// Returns a future that waits for the future `transform` returns from this future's whole
+    /// result.
+    ///
+    /// `transform` runs once, when this future completes, with its result (a cancelled future
+    /// passes `.failure(CoFutureError.canceled)`); the new future then completes with the inner
+    /// future's result. Cancelling the new future cancels this future while it is pending, and
+    /// the inner future once it exists. If `transform` returns the new future itself, the new
+    /// future completes with ``CoFutureError/canceled``.
+    ///
+    /// - Parameter transform: Starts the next asynchronous step from the result.
+    /// - Returns: The derived future.
+    public func flatMapResult<NewValue: Sendable>(
+        _ transform: @escaping @Sendable (Result<Value, any Error>) -> CoFuture<NewValue>
+    ) -> CoFuture<NewValue> {
+        let derived = ResultMapFuture(source: self, transform: .flatMap(transform))
+        add(.transform(ErasedStep(derived) { object, result, queue in
+            recoverObject(object, as: ResultMapFuture<Value, NewValue>.self).upstreamCompleted(result, into: &queue)
+        }))
+        return derived
+    }
+
     private func recovering(_ transform: RecoverFuture<Value>.Transform) -> CoFuture<Value> {
         let derived = RecoverFuture(source: self, transform: transform)
         add(.transform(ErasedStep(derived) { object, result, queue in
@@ -262,5 +308,30 @@ final class RecoverFuture<Value: Sendable>: DerivedFuture<Value>, @unchecked Sen
             }
         }
         completeAndDrain(next, into: &queue)
+    }
+}
+
+/// The future returned by `mapResult` and `flatMapResult`: its transform sees every result.
+final class ResultMapFuture<Upstream: Sendable, Value: Sendable>: DerivedFuture<Value>, @unchecked Sendable {
+    enum Transform: Sendable {
+        case map(@Sendable (Result<Upstream, any Error>) -> Result<Value, any Error>)
+        case flatMap(@Sendable (Result<Upstream, any Error>) -> CoFuture<Value>)
+    }
+
+    private let transform: Transform
+
+    init(source: CoFuture<Upstream>, transform: Transform) {
+        self.transform = transform
+        super.init(source: source)
+    }
+
+    func upstreamCompleted(_ result: Result<Upstream, any Error>, into queue: inout DrainQueue) {
+        guard !isCompletedBit else { return }  // cancelled: do not run user code for nobody
+        switch transform {
+        case .map(let transform):
+            completeAndDrain(transform(result), into: &queue)
+        case .flatMap(let transform):
+            follow(transform(result), into: &queue)
+        }
     }
 }

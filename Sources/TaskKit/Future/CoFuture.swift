@@ -572,6 +572,24 @@ extension CoFuture {
         add(.canceled { task.cancel() })
     }
 
+    /// Calls `promise` at once with a callback that completes the returned future.
+    ///
+    /// This turns a callback API into a future: pass a function that takes a completion callback.
+    /// Only the first call of the callback counts; a call after the future was cancelled is
+    /// ignored. If the callback is never called, the future stays pending until cancelled.
+    ///
+    /// ```swift
+    /// func loadConfig(completion: @escaping @Sendable (Result<Config, any Error>) -> Void) { … }
+    ///
+    /// let config = CoFuture(promise: loadConfig)
+    /// ```
+    ///
+    /// - Parameter promise: Starts the work and calls the callback it is given with the outcome.
+    public convenience init(promise: (@escaping @Sendable (Result<Value, any Error>) -> Void) -> Void) {
+        self.init(completedWith: nil)
+        promise { [self] result in completeAndRunCallbacks(result) }
+    }
+
     /// Runs `body` on `queue` and returns a future of its result.
     ///
     /// If the future is cancelled before `body` starts, `body` does not run.
