@@ -13,8 +13,11 @@ import Foundation
 ///     .jittered(.full)
 /// ```
 ///
-/// Invalid values (negative, NaN or infinite intervals, a scale rate below 1) are rejected with a
-/// precondition failure that names the parameter and the value.
+/// Out-of-range values are clamped to the nearest valid one, as Monstra's `RetryCount` does, so
+/// a configuration mistake never crashes an app: a negative interval, cap or count is 0, and a
+/// scale rate below 1 acts as 1 (the delay never shrinks). Values with no nearest valid one (NaN,
+/// or a positive infinity) are rejected with a precondition failure that names the parameter
+/// and the value. The stored ``growth`` and ``maximumTimeInterval`` hold the clamped values.
 public struct IntervalProxy: Sendable, Hashable {
     /// How the base delay grows from one retry to the next.
     public enum Growth: Sendable, Hashable {
@@ -22,7 +25,19 @@ public struct IntervalProxy: Sendable, Hashable {
         case fixed(TimeInterval)
         /// `initial * scaleRate^(retry - 1)` before retry number `retry` (1-based).
         case exponential(initial: TimeInterval, scaleRate: Double)
+        /// Exponential for the first `exponentialRetries + 1` retries (`initial`, `initial *
+        /// scaleRate`, …), then `fixed` before every later retry.
+        case exponentialThenFixed(initial: TimeInterval, scaleRate: Double, exponentialRetries: Int, fixed: TimeInterval)
+        /// `first` before the first retry, `fixed` before each of the next `fixedRetries`, then
+        /// exponential growth by `scaleRate` from the last of those delays (`fixed`, or `first`
+        /// when `fixedRetries` is 0).
+        case fixedThenExponential(first: TimeInterval, fixed: TimeInterval, fixedRetries: Int, scaleRate: Double)
     }
+
+    /// The default delay before the first retry of the exponential strategies: 1 second.
+    public static let defaultInitialTimeInterval: TimeInterval = 1
+    /// The default growth factor of the exponential strategies: 2.
+    public static let defaultScaleRate: Double = 2
 
     /// Randomisation applied to each computed delay, to keep many clients from retrying in step.
     public enum Jitter: Sendable, Hashable {
@@ -46,44 +61,55 @@ public struct IntervalProxy: Sendable, Hashable {
     ///
     /// - Parameters:
     ///   - growth: How the base delay grows.
-    ///   - maximumTimeInterval: The cap in seconds, or `nil` for none. Must be finite and not negative.
+    ///   - maximumTimeInterval: The cap in seconds, or `nil` for none; a negative value is 0.
     ///   - jitter: The randomisation to apply.
     public init(growth: Growth, maximumTimeInterval: TimeInterval? = nil, jitter: Jitter = .none) {
         switch growth {
         case .fixed(let interval):
-            Self.checkInterval(interval, name: "timeInterval")
+            self.growth = .fixed(Self.clampInterval(interval, name: "timeInterval"))
         case .exponential(let initial, let scaleRate):
-            Self.checkInterval(initial, name: "initialTimeInterval")
-            precondition(
-                scaleRate.isFinite && scaleRate >= 1,
-                "IntervalProxy: scaleRate must be a finite number >= 1, got \(scaleRate)"
+            self.growth = .exponential(
+                initial: Self.clampInterval(initial, name: "initialTimeInterval"),
+                scaleRate: Self.clampRate(scaleRate)
+            )
+        case .exponentialThenFixed(let initial, let scaleRate, let exponentialRetries, let fixed):
+            self.growth = .exponentialThenFixed(
+                initial: Self.clampInterval(initial, name: "initialTimeInterval"),
+                scaleRate: Self.clampRate(scaleRate),
+                exponentialRetries: max(exponentialRetries, 0),
+                fixed: Self.clampInterval(fixed, name: "originalInitialInterval")
+            )
+        case .fixedThenExponential(let first, let fixed, let fixedRetries, let scaleRate):
+            self.growth = .fixedThenExponential(
+                first: Self.clampInterval(first, name: "initialTimeInterval"),
+                fixed: Self.clampInterval(fixed, name: "originalInitialInterval"),
+                fixedRetries: max(fixedRetries, 0),
+                scaleRate: Self.clampRate(scaleRate)
             )
         }
-        if let maximumTimeInterval {
-            Self.checkInterval(maximumTimeInterval, name: "maximumTimeInterval")
-        }
-        self.growth = growth
-        self.maximumTimeInterval = maximumTimeInterval
+        self.maximumTimeInterval = maximumTimeInterval.map { Self.clampInterval($0, name: "maximumTimeInterval") }
         self.jitter = jitter
     }
 
     /// The same delay before every retry.
     ///
-    /// - Parameter timeInterval: The delay in seconds; finite and not negative.
-    public static func fixed(timeInterval: TimeInterval) -> IntervalProxy {
+    /// - Parameter timeInterval: The delay in seconds; a negative value is 0. Defaults to 0.
+    public static func fixed(timeInterval: TimeInterval = 0) -> IntervalProxy {
         IntervalProxy(growth: .fixed(timeInterval))
     }
 
     /// A delay that starts at `initialTimeInterval` and is multiplied by `scaleRate` after each retry.
     ///
     /// - Parameters:
-    ///   - initialTimeInterval: The delay before the first retry, in seconds; finite and not negative.
-    ///   - scaleRate: The growth factor; finite and at least 1. Defaults to 2.
-    ///   - maximumTimeInterval: An optional cap in seconds.
+    ///   - initialTimeInterval: The delay before the first retry, in seconds; a negative value is 0.
+    ///     Defaults to ``defaultInitialTimeInterval`` (1 s).
+    ///   - scaleRate: The growth factor; a value below 1 acts as 1. Defaults to
+    ///     ``defaultScaleRate`` (2).
+    ///   - maximumTimeInterval: An optional cap in seconds; a negative value is 0.
     ///   - jitter: Optional randomisation. Defaults to none.
     public static func exponentialBackoff(
-        initialTimeInterval: TimeInterval,
-        scaleRate: Double = 2,
+        initialTimeInterval: TimeInterval = defaultInitialTimeInterval,
+        scaleRate: Double = defaultScaleRate,
         maximumTimeInterval: TimeInterval? = nil,
         jitter: Jitter = .none
     ) -> IntervalProxy {
@@ -91,6 +117,58 @@ public struct IntervalProxy: Sendable, Hashable {
             growth: .exponential(initial: initialTimeInterval, scaleRate: scaleRate),
             maximumTimeInterval: maximumTimeInterval,
             jitter: jitter
+        )
+    }
+
+    /// Exponential backoff for a number of retries, then a fixed delay.
+    ///
+    /// The delays are `initialTimeInterval * scaleRate^(k - 1)` for retries `k = 1 …
+    /// maxExponentialBackoffCount + 1`, then `originalInitialInterval` before every later retry.
+    /// With `initialTimeInterval: 1, maxExponentialBackoffCount: 2, scaleRate: 2`: 1 s, 2 s, 4 s,
+    /// then 1 s for ever.
+    ///
+    /// - Parameters:
+    ///   - initialTimeInterval: The first delay, in seconds; a negative value is 0.
+    ///   - originalInitialInterval: The fixed delay after the exponential phase; a negative value is 0.
+    ///   - maxExponentialBackoffCount: How many retries after the first still grow; a negative value is 0.
+    ///   - scaleRate: The growth factor; a value below 1 acts as 1.
+    public static func exponentialBackoffBeforeFixed(
+        initialTimeInterval: TimeInterval = defaultInitialTimeInterval,
+        originalInitialInterval: TimeInterval = defaultInitialTimeInterval,
+        maxExponentialBackoffCount: Int = 0,
+        scaleRate: Double = defaultScaleRate
+    ) -> IntervalProxy {
+        IntervalProxy(
+            growth: .exponentialThenFixed(
+                initial: initialTimeInterval, scaleRate: scaleRate,
+                exponentialRetries: maxExponentialBackoffCount, fixed: originalInitialInterval
+            )
+        )
+    }
+
+    /// A fixed delay for a number of retries, then exponential backoff.
+    ///
+    /// The delays are `initialTimeInterval` before the first retry, `originalInitialInterval`
+    /// before each of the next `maxFixedCount`, then growth by `scaleRate` from the last of those.
+    /// With `initialTimeInterval: 1, originalInitialInterval: 1, maxFixedCount: 2, scaleRate: 2`:
+    /// 1 s, 1 s, 1 s, 2 s, 4 s, …
+    ///
+    /// - Parameters:
+    ///   - initialTimeInterval: The first delay, in seconds; a negative value is 0.
+    ///   - originalInitialInterval: The fixed delay of the fixed phase; a negative value is 0.
+    ///   - maxFixedCount: How many retries after the first use the fixed delay; a negative value is 0.
+    ///   - scaleRate: The growth factor of the exponential phase; a value below 1 acts as 1.
+    public static func exponentialBackoffAfterFixed(
+        initialTimeInterval: TimeInterval = defaultInitialTimeInterval,
+        originalInitialInterval: TimeInterval = defaultInitialTimeInterval,
+        maxFixedCount: Int = 0,
+        scaleRate: Double = defaultScaleRate
+    ) -> IntervalProxy {
+        IntervalProxy(
+            growth: .fixedThenExponential(
+                first: initialTimeInterval, fixed: originalInitialInterval,
+                fixedRetries: maxFixedCount, scaleRate: scaleRate
+            )
         )
     }
 
@@ -113,10 +191,17 @@ public struct IntervalProxy: Sendable, Hashable {
         case .fixed(let interval):
             raw = interval
         case .exponential(let initial, let scaleRate):
-            // Clamp the exponent so huge retry numbers saturate instead of overflowing to inf/NaN.
-            let exponent = Double(min(max(retry, 1) - 1, 1024))
-            let value = initial * Foundation.pow(scaleRate, exponent)
-            raw = value.isFinite ? value : .greatestFiniteMagnitude
+            raw = Self.grow(initial, by: scaleRate, times: retry - 1)
+        case .exponentialThenFixed(let initial, let scaleRate, let exponentialRetries, let fixed):
+            raw = retry <= exponentialRetries + 1 ? Self.grow(initial, by: scaleRate, times: retry - 1) : fixed
+        case .fixedThenExponential(let first, let fixed, let fixedRetries, let scaleRate):
+            if retry <= 1 {
+                raw = first
+            } else if retry <= fixedRetries + 1 {
+                raw = fixed
+            } else {
+                raw = Self.grow(fixedRetries > 0 ? fixed : first, by: scaleRate, times: retry - 1 - fixedRetries)
+            }
         }
         return min(raw, maximumTimeInterval ?? .greatestFiniteMagnitude)
     }
@@ -152,11 +237,30 @@ public struct IntervalProxy: Sendable, Hashable {
         return timeInterval(forRetry: retry, previous: previous, using: &generator)
     }
 
-    private static func checkInterval(_ value: TimeInterval, name: String) {
+    /// `value * scaleRate^times` (`times` below 0 counts as 0), saturating at the largest finite
+    /// interval instead of overflowing to infinity.
+    private static func grow(_ value: TimeInterval, by scaleRate: Double, times: Int) -> TimeInterval {
+        let exponent = Double(min(max(times, 0), 1024))
+        let grown = value * Foundation.pow(scaleRate, exponent)
+        return grown.isFinite ? grown : .greatestFiniteMagnitude
+    }
+
+    /// A negative interval is 0; NaN and positive infinity have no nearest valid value and trap.
+    private static func clampInterval(_ value: TimeInterval, name: String) -> TimeInterval {
         precondition(
-            value.isFinite && value >= 0,
-            "IntervalProxy: \(name) must be a finite number of seconds >= 0, got \(value)"
+            !value.isNaN && value != .infinity,
+            "IntervalProxy: \(name) must be a finite number of seconds, got \(value)"
         )
+        return max(value, 0)
+    }
+
+    /// A rate below 1 acts as 1; NaN and positive infinity trap.
+    private static func clampRate(_ scaleRate: Double) -> Double {
+        precondition(
+            !scaleRate.isNaN && scaleRate != .infinity,
+            "IntervalProxy: scaleRate must be a finite number, got \(scaleRate)"
+        )
+        return max(scaleRate, 1)
     }
 }
 

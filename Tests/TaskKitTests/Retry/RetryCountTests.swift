@@ -52,15 +52,74 @@ import TaskKit
         #expect(schedule.nextDelay(atLeast: 60) == .seconds(10))
     }
 
-    @Test func invalidIntervalsAreRejectedNamingTheParameter() async {
-        await #expect(processExitsWith: .failure) {
-            _ = IntervalProxy.fixed(timeInterval: -1)
-        }
+    @Test func invalidIntervalsWithNoNearestValidValueAreRejectedNamingTheParameter() async {
         await #expect(processExitsWith: .failure) {
             _ = IntervalProxy.exponentialBackoff(initialTimeInterval: .nan)
         }
         await #expect(processExitsWith: .failure) {
-            _ = IntervalProxy.exponentialBackoff(initialTimeInterval: 1, scaleRate: 0.5)
+            _ = IntervalProxy.fixed(timeInterval: .infinity)
         }
+        await #expect(processExitsWith: .failure) {
+            _ = IntervalProxy.exponentialBackoff(initialTimeInterval: 1, scaleRate: .nan)
+        }
+    }
+
+    @Test func outOfRangeValuesAreClampedAsMonstraDoes() {
+        // A negative interval or cap is 0.
+        #expect(IntervalProxy.fixed(timeInterval: -1).growth == .fixed(0))
+        #expect(IntervalProxy.fixed(timeInterval: -.infinity).baseTimeInterval(forRetry: 1) == 0)
+        #expect(IntervalProxy.fixed(timeInterval: 3).capped(at: -2).maximumTimeInterval == 0)
+        #expect(IntervalProxy.fixed(timeInterval: 3).capped(at: -2).baseTimeInterval(forRetry: 1) == 0)
+        // A rate below 1 acts as 1: the delay stays put instead of shrinking.
+        let shrinking = IntervalProxy.exponentialBackoff(initialTimeInterval: 1, scaleRate: 0.5)
+        #expect(shrinking.growth == .exponential(initial: 1, scaleRate: 1))
+        #expect((1...3).map { shrinking.baseTimeInterval(forRetry: $0) } == [1, 1, 1])
+        // A negative count is 0.
+        let negative = IntervalProxy.exponentialBackoffBeforeFixed(
+            initialTimeInterval: 2, originalInitialInterval: 1, maxExponentialBackoffCount: -3, scaleRate: 2
+        )
+        #expect((1...3).map { negative.baseTimeInterval(forRetry: $0) } == [2, 1, 1])
+    }
+
+    // MARK: Monstra's names and strategies
+
+    @Test func monstraNamesAndDefaults() {
+        #expect(RetryCount.IntervalProxy.DefaultInitialTimeInterval == 1)
+        #expect(RetryCount.IntervalProxy.DefaultExponentialBackoffScaleRate == 2)
+        #expect(RetryCount.IntervalProxy.fixed() == .fixed(timeInterval: 0))
+        let exponential: RetryCount.IntervalProxy = .exponentialBackoff()
+        #expect(exponential == .exponentialBackoff(initialTimeInterval: 1, scaleRate: 2))
+        var schedule = RetryCount.count(count: 3, intervalProxy: .exponentialBackoff()).makeSchedule()
+        #expect([schedule.nextDelay(), schedule.nextDelay(), schedule.nextDelay()] == [.seconds(1), .seconds(2), .seconds(4)])
+    }
+
+    @Test func exponentialBackoffBeforeFixedGrowsThenSettlesOnTheOriginalInterval() {
+        let proxy = RetryCount.IntervalProxy.exponentialBackoffBeforeFixed(
+            initialTimeInterval: 1, maxExponentialBackoffCount: 2, scaleRate: 2
+        )
+        #expect((1...6).map { proxy.baseTimeInterval(forRetry: $0) } == [1, 2, 4, 1, 1, 1])
+        let immediate = RetryCount.IntervalProxy.exponentialBackoffBeforeFixed(
+            initialTimeInterval: 2, originalInitialInterval: 1, maxExponentialBackoffCount: 0, scaleRate: 2
+        )
+        #expect((1...3).map { immediate.baseTimeInterval(forRetry: $0) } == [2, 1, 1])
+        #expect(RetryCount.IntervalProxy.exponentialBackoffBeforeFixed().baseTimeInterval(forRetry: 5) == 1)
+    }
+
+    @Test func exponentialBackoffAfterFixedHoldsThenGrows() {
+        let proxy = RetryCount.IntervalProxy.exponentialBackoffAfterFixed(
+            initialTimeInterval: 1, originalInitialInterval: 1, maxFixedCount: 2, scaleRate: 2
+        )
+        #expect((1...6).map { proxy.baseTimeInterval(forRetry: $0) } == [1, 1, 1, 2, 4, 8])
+        let noFixedPhase = RetryCount.IntervalProxy.exponentialBackoffAfterFixed(
+            initialTimeInterval: 3, originalInitialInterval: 1, maxFixedCount: 0, scaleRate: 2
+        )
+        #expect((1...3).map { noFixedPhase.baseTimeInterval(forRetry: $0) } == [3, 6, 12])
+        let distinctFirst = RetryCount.IntervalProxy.exponentialBackoffAfterFixed(
+            initialTimeInterval: 5, originalInitialInterval: 1, maxFixedCount: 1, scaleRate: 3
+        )
+        #expect((1...4).map { distinctFirst.baseTimeInterval(forRetry: $0) } == [5, 1, 3, 9])
+        let capped = proxy.capped(at: 3)
+        #expect(capped.baseTimeInterval(forRetry: 6) == 3)
+        #expect(proxy.baseTimeInterval(forRetry: .max) == .greatestFiniteMagnitude)
     }
 }
