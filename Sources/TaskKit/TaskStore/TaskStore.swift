@@ -29,19 +29,29 @@ import Synchronization
 /// and do their bookkeeping there. The store is therefore only ever touched from one serial
 /// executor and needs no lock.
 ///
-/// The compiler cannot enforce this completely (a call from a nonisolated context passes `nil`),
-/// so the store checks it at run time and traps instead of racing:
-/// - A changing call (`addTask`, `cancelTask`, `cancelAllTasks`) whose `isolation` is `nil` traps.
-/// - The first changing call binds the store to its actor; a later changing call from a different
-///   actor traps. (The binding uses an atomic compare-and-exchange, so two actors racing for the
-///   first call cannot both win.)
-/// - Reads (`taskIsRunning(forKey:)`, `runningKeys`) have no isolation parameter, so SwiftUI views
-///   and synchronous getters can use them; once the store is bound they check with
-///   `Actor.preconditionIsolated` that they run on the owning actor's executor.
+/// ### From a nonisolated context
 ///
-/// From a nonisolated context, reach the store through its actor, for example
-/// `await MainActor.run { model.doThing() }`, or make your function take
-/// `isolation: isolated (any Actor)? = #isolation` and pass it on.
+/// A store created and used from nonisolated code (a nonisolated `async` function, a test, a
+/// nonisolated synchronous helper called from an actor) works too: its `isolation` is `nil`.
+/// The compiler keeps such a store in one task's region, so the caller's own calls never overlap;
+/// the tasks it starts are nonisolated, run on the global executor, and report their end through
+/// a small locked list that the store applies at its next use (and they notify observers when
+/// they post to it). Two differences follow: a task's end becomes visible at the store's next
+/// call, not on an actor; and a cancel issued right after `addTask` reaches the operation at its
+/// next check but may come after it has started, as for any `Task { }` created there. A nil
+/// call on a store that an actor already owns is accepted when it runs on that actor's executor
+/// (a nonisolated synchronous helper called from the actor).
+///
+/// ### What still traps
+///
+/// Only uses that the compiler rejects unless you opt out of its checks (`nonisolated(unsafe)`,
+/// an `@unchecked Sendable` box) can reach the store from the wrong place, and the store traps
+/// rather than race: the first call with an actor binds the store to that actor, and a later
+/// changing call from a *different* actor traps (the binding uses an atomic compare-and-exchange);
+/// reads, and nil-isolation calls, made off the owning actor's executor once it is bound trap
+/// through `Actor.preconditionIsolated`. Reads (`taskIsRunning(forKey:)`, `runningKeys`,
+/// `runningTaskCount`, `currentTask(forKey:)`) have no isolation parameter, so SwiftUI views and
+/// synchronous getters can use them.
 ///
 /// ## Lifetime
 ///
@@ -91,6 +101,18 @@ public final class TaskStore<Key: Hashable & Sendable> {
     /// load or store of a `Bool` that runs no other code, so no two accesses can overlap, and all
     /// of them happen on the owning actor.
     @ObservationIgnored @usableFromInline @exclusivity(unchecked) var isObserved = false
+    /// Ends reported by tasks that do not run on the owning actor (those started by a call with
+    /// `nil` isolation, and immediate tasks): each posts its key and identity here, and the
+    /// owner applies them at its next call (`drainFinishedElsewhere`). Guarded by its lock; the
+    /// lock is held only to append or to take the array, never while user code runs.
+    @ObservationIgnored @usableFromInline let finishedElsewhere = LockedState<[(key: Key, id: UInt64)]>([])
+    /// Whether any task may post to `finishedElsewhere`, so calls must drain it first. Set and
+    /// read only on the caller's side (the owning actor, or the one nonisolated region), never by
+    /// a task; `@exclusivity(unchecked)` for the same reason as `isObserved`.
+    @ObservationIgnored @usableFromInline @exclusivity(unchecked) var usesInbox = false
+    /// Immediate tasks created but not yet recorded: an end they post before their commit waits
+    /// in `finishedElsewhere` until the commit (caller side only, like `usesInbox`).
+    @ObservationIgnored var uncommittedImmediate: Set<UInt64> = []
 
     /// Creates an empty store.
     ///
@@ -135,8 +157,9 @@ public final class TaskStore<Key: Hashable & Sendable> {
     ///   - duplicateKeyBehavior: What to do if a task is already running under `key`. Defaults to
     ///     cancelling it and starting the new work at once.
     ///   - priority: The priority of the new task, as for `Task.init`.
-    ///   - isolation: The actor the store belongs to. Leave the default (`#isolation`); a `nil`
-    ///     value, or an actor other than the store's, traps.
+    ///   - isolation: The actor the store belongs to. Leave the default (`#isolation`); `nil`
+    ///     (a nonisolated caller) works as the type's *Isolation* section describes, and an
+    ///     actor other than the store's traps.
     ///   - operation: The work.
     /// - Returns: The task running `operation`, or the kept task for `.preferPrevious`. You do not
     ///   need to keep it: the store tracks it.
@@ -170,7 +193,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
             let task = Task(priority: priority) {
                 _ = isolation
                 await operation()
-                self.taskFinished(key: key, id: id)
+                self.taskFinished(key: key, id: id, detached: isolation == nil)
             }
             commitFirst(key: key, id: id, handle: .plain(task))
             return task
@@ -181,7 +204,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
                 _ = isolation
                 if let awaited { await Self.waitFor(awaited) }
                 await operation()
-                self.taskFinished(key: key, id: id)
+                self.taskFinished(key: key, id: id, detached: isolation == nil)
             }
             withMachine { $0.commitAdd(key: key, id: id, handle: .plain(task), behavior: duplicateKeyBehavior) }
             // After the commit: cancelling runs the previous tasks' cancellation handlers, which
@@ -235,7 +258,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
             // `addTask` always precedes `operation`.
             let task = Task(priority: priority) { () async throws -> Success in
                 _ = isolation
-                defer { self.taskFinished(key: key, id: id) }
+                defer { self.taskFinished(key: key, id: id, detached: isolation == nil) }
                 return try await operation()
             }
             commitFirst(key: key, id: id, handle: .typed(TypedTaskBox(task)))
@@ -244,7 +267,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
             let awaited = waitForPrevious ? previous : nil
             let task = Task(priority: priority) { () async throws -> Success in
                 _ = isolation
-                defer { self.taskFinished(key: key, id: id) }
+                defer { self.taskFinished(key: key, id: id, detached: isolation == nil) }
                 if let awaited { await Self.waitFor(awaited) }
                 return try await operation()
             }
@@ -317,7 +340,105 @@ public final class TaskStore<Key: Hashable & Sendable> {
         return withMachine { Set($0.entries.keys) }
     }
 
+    /// The number of running tasks, under all keys: two tasks running concurrently under one key
+    /// (``TaskStoreDuplicateKeyBehavior/runConcurrently``) count two, and a task replaced under a
+    /// running key counts until it finishes only if the store still tracks it (the waiting
+    /// behaviours track the new task alone).
+    ///
+    /// Observable as far as ``runningKeys`` is: observers are told when a key starts or stops,
+    /// not when a task is added beside a running one. Linear in the number of running keys.
+    /// Traps if read off the actor the store belongs to.
+    public var runningTaskCount: Int {
+        checkRead("runningTaskCount")
+        observeRunningKeys()
+        return withMachine { $0.taskCount }
+    }
+
+    /// The newest task running under `key`, to await or cancel it; `nil` if none runs.
+    ///
+    /// A task started by the value-returning `addTask` is handed out as a `Task<Void, Never>` that
+    /// waits for it and forwards cancellation to it (use ``currentTask(forKey:returning:)`` for
+    /// its value). Not observable. Traps if called off the actor the store belongs to.
+    ///
+    /// ```swift
+    /// if let running = store.currentTask(forKey: .refresh) { await running.value }
+    /// ```
+    public func currentTask(forKey key: Key) -> Task<Void, Never>? {
+        checkRead("currentTask(forKey:)")
+        guard let newest = withMachine({ $0.tasks(forKey: key)?.newest.handle }) else { return nil }
+        return Self.voidTask(waitingFor: newest)
+    }
+
+    /// The newest task running under `key` if it was started by the value-returning `addTask`
+    /// with this `Success` type; `nil` if none runs or it has another result type.
+    ///
+    /// Traps if called off the actor the store belongs to.
+    public func currentTask<Success: Sendable>(
+        forKey key: Key, returning type: Success.Type
+    ) -> Task<Success, any Error>? {
+        checkRead("currentTask(forKey:returning:)")
+        guard case .typed(let box)? = withMachine({ $0.tasks(forKey: key)?.newest.handle }) else { return nil }
+        return (box as? TypedTaskBox<Success>)?.task
+    }
+
     // MARK: - Internals
+
+    /// `handle` as a `Task<Void, Never>`: itself for the `Void` overload's tasks, otherwise a
+    /// small task that waits for it and forwards cancellation to it.
+    static func voidTask(waitingFor handle: TaskStoreHandle, priority: TaskPriority? = nil) -> Task<Void, Never> {
+        if case .plain(let task) = handle { return task }
+        return Task(priority: priority) {
+            await withTaskCancellationHandler {
+                await handle.waitForCompletion()
+            } onCancel: {
+                handle.cancel()
+            }
+        }
+    }
+
+    /// A task that does not run on the owning actor ended: record it for the owner's next call,
+    /// telling observers around the change (they re-read, which applies it).
+    @usableFromInline
+    func reportFinishedElsewhere(key: Key, id: UInt64) {
+        notifyingMutation { finishedElsewhere.withLock { $0.append((key, id)) } }
+    }
+
+    /// Applies the ends posted to `finishedElsewhere`, except those of immediate tasks not yet
+    /// committed (they stay for the drain after their commit). Caller side only.
+    @usableFromInline
+    func drainFinishedElsewhere() {
+        let finished = finishedElsewhere.withLock { pending -> [(key: Key, id: UInt64)] in
+            let taken = pending
+            pending = []
+            return taken
+        }
+        guard !finished.isEmpty else { return }
+        var early: [(key: Key, id: UInt64)] = []
+        for (key, id) in finished {
+            if uncommittedImmediate.contains(id) {
+                early.append((key, id))
+                continue
+            }
+            // The removed key, if any, is destroyed here, after the table access.
+            _ = withMachine { $0.removeFinished(key: key, id: id) }
+        }
+        if !early.isEmpty {
+            finishedElsewhere.withLock { $0.append(contentsOf: early) }
+        }
+    }
+
+    /// A changing call with `nil` isolation: accepted on an unbound store, or on the owning
+    /// actor's executor; its tasks report through `finishedElsewhere`.
+    @usableFromInline
+    func nonisolatedCall(in function: StaticString) {
+        if ownerID.load(ordering: .acquiring) != 0, let owner = ownerActor {
+            owner.preconditionIsolated(
+                "TaskStore.\(function) called with nil isolation off the executor of the actor that owns the store (\(owner))"
+            )
+        }
+        usesInbox = true
+        drainFinishedElsewhere()
+    }
     //
     // The hot paths (`addTask`, the task body and its `taskFinished`, `taskIsRunning`) and the
     // state machine are `@inlinable`, so they are specialised for the client's `Key` in the
@@ -382,9 +503,14 @@ public final class TaskStore<Key: Hashable & Sendable> {
         }
     }
 
-    /// Runs on the store's actor when a task it started finishes.
+    /// Runs when a task the store started finishes: on the store's actor, or, for a task started
+    /// with `nil` isolation (`detached`), wherever it ran, which only posts the end.
     @inlinable
-    func taskFinished(key: Key, id: UInt64) {
+    func taskFinished(key: Key, id: UInt64, detached: Bool) {
+        if _slowPath(detached) {
+            reportFinishedElsewhere(key: key, id: id)
+            return
+        }
         // `removeFinished` hands the removed key out of the table access, so it is destroyed
         // here, after the access (a key's `deinit` is user code).
         guard isObserved else {
@@ -405,15 +531,17 @@ public final class TaskStore<Key: Hashable & Sendable> {
     @inline(__always)
     func checkOwner(_ isolation: (any Actor)?, in function: StaticString) {
         guard let isolation else {
-            preconditionFailure(
-                "TaskStore.\(function): `isolation` is nil. A TaskStore belongs to one actor; call it from "
-                    + "actor-isolated code (for example a @MainActor model) or pass that actor explicitly"
-            )
+            nonisolatedCall(in: function)
+            return
         }
         let id = UInt(bitPattern: ObjectIdentifier(isolation))
         let owner = ownerID.load(ordering: .acquiring)
-        if _fastPath(owner == id) { return }
+        if _fastPath(owner == id) {
+            if _slowPath(usesInbox) { drainFinishedElsewhere() }
+            return
+        }
         bindOwner(isolation, id: id, observedOwner: owner, in: function)
+        if usesInbox { drainFinishedElsewhere() }
     }
 
     @usableFromInline
@@ -436,9 +564,11 @@ public final class TaskStore<Key: Hashable & Sendable> {
 
     @usableFromInline
     func checkRead(_ function: StaticString) {
-        guard ownerID.load(ordering: .acquiring) != 0, let owner = ownerActor else { return }
-        owner.preconditionIsolated(
-            "TaskStore.\(function) called off the executor of the actor that owns the store (\(owner))"
-        )
+        if ownerID.load(ordering: .acquiring) != 0, let owner = ownerActor {
+            owner.preconditionIsolated(
+                "TaskStore.\(function) called off the executor of the actor that owns the store (\(owner))"
+            )
+        }
+        if usesInbox { drainFinishedElsewhere() }
     }
 }

@@ -150,7 +150,10 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
             entries[key] = Tasks(newest: slot)
             return
         }
-        if behavior.tracksConcurrently {
+        if behavior.tracksConcurrently || lastID != id {
+            // (`lastID != id`: a task was added under the key since `prepareAdd`, by an
+            // immediate task's operation re-entering the store before its first suspension;
+            // both stay tracked rather than one being lost.)
             // Mutated in place through `values` so the `older` array is not copied.
             entries.values[index].older.append(entries.values[index].newest)
             entries.values[index].newest = slot
@@ -193,6 +196,12 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
     @inlinable
     func tasks(forKey key: Key) -> Tasks? {
         entries[key]
+    }
+
+    /// The number of tracked tasks under all keys.
+    @inlinable
+    var taskCount: Int {
+        entries.values.reduce(0) { $0 + $1.count }
     }
 
     /// Whether any task is tracked under `key`.

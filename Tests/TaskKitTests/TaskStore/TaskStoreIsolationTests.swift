@@ -54,22 +54,6 @@ actor OtherActor {
         #expect(firstKeys.isEmpty && secondKeys.isEmpty)
     }
 
-    @Test func addTaskWithoutIsolationTraps() async {
-        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-            let store = TaskStore<Int>()
-            store.addTask(forKey: 1, isolation: nil) {}
-        }
-        #expect(result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) }?.contains("addTask(forKey:duplicateKeyBehavior:priority:isolation:operation:): `isolation` is nil") == true)
-    }
-
-    @Test func cancelWithoutIsolationTraps() async {
-        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-            let store = TaskStore<Int>()
-            store.cancelAllTasks(isolation: nil)
-        }
-        #expect(result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) }?.contains("cancelAllTasks(isolation:): `isolation` is nil") == true)
-    }
-
     @Test func usingAStoreFromASecondActorTraps() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let box = UncheckedBox(TaskStore<Int>())
