@@ -17,3 +17,8 @@ extension IntervalProxy {
     /// Monstra's name for ``defaultScaleRate`` (2).
     public static var DefaultExponentialBackoffScaleRate: Double { defaultScaleRate }
 }
+
+extension TaskStore {
+    /// The published TaskStore package's name for ``runningKeys``.
+    public var runningTaskKeys: Set<Key> { runningKeys }
+}

@@ -1,0 +1,95 @@
+import Dispatch
+import Testing
+import TaskKit
+import TaskKitTestSupport
+
+/// Monstra's `MonoTask` and `RetryCount` examples in their TaskKit form, one test per row of
+/// "Migrating from Monstra" (TaskKit.docc/MigratingFromMonstra.md).
+@Suite(.timeLimit(.minutes(1))) struct MigratingFromMonstraTests {
+    final class Calls: Sendable {
+        private let count = LockedState(0)
+        func next() -> Int { count.withLock { $0 += 1; return $0 } }
+        var value: Int { count.withLock { $0 } }
+    }
+
+    struct Flaky: Error {}
+
+    @Test func basicUsageWithCaching() async throws {
+        let calls = Calls()
+        let task = MonoTask<String>(resultExpireDuration: 60.0) { callback in
+            let n = calls.next()
+            DispatchQueue.global().async { callback(.success("page \(n)")) }
+        }
+        let result1 = await task.asyncExecute()
+        let result2 = await task.asyncExecute()
+        let result3 = await task.asyncExecute()
+        #expect(try result1.get() == "page 1" && result2.get() == "page 1" && result3.get() == "page 1")
+        #expect(calls.value == 1)
+    }
+
+    @Test func withRetryLogic() async throws {
+        let calls = Calls()
+        let retryTask = MonoTask<Int>(
+            retry: .count(count: 3, intervalProxy: .exponentialBackoff(initialTimeInterval: 0, scaleRate: 2.0)),
+            resultExpireDuration: 300.0
+        ) { callback in
+            let n = calls.next()
+            callback(n < 3 ? .failure(Flaky()) : .success(n))
+        }
+        #expect(try await retryTask.executeThrows() == 3)
+    }
+
+    @Test func asyncInitialiserReturningAResult() async throws {
+        let apiTask = MonoTask<Int>(
+            retry: .count(count: 2, intervalProxy: .fixed(timeInterval: 0)),
+            resultExpireDuration: 60.0
+        ) {
+            .success(42)
+        }
+        #expect(try await apiTask.executeThrows() == 42)
+        #expect(apiTask.currentResult == 42)
+    }
+
+    @Test func executeWithACallbackAndJustExecute() async throws {
+        let task = MonoTask<Int>(resultExpireDuration: 60) { .success(5) }
+        task.justExecute()
+        let received = await withCheckedContinuation { (continuation: CheckedContinuation<Int, Never>) in
+            task.execute { result in continuation.resume(returning: (try? result.get()) ?? -1) }
+        }
+        #expect(received == 5)
+        #expect(!task.isExecuting)
+    }
+
+    @Test func clearResultStrategies() async throws {
+        let gate = Gate()
+        let task = MonoTask<Int>(resultExpireDuration: 60) {
+            await gate.wait()
+            return .success(1)
+        }
+        let waiter = Task { await task.asyncExecute() }
+        await monoEventually { task.isExecuting }
+        task.clearResult(ongoingExecutionStrategy: .cancel)
+        let outcome = await waiter.value
+        #expect(throws: MonoTask<Int>.Errors.executionCancelledDueToClearResult) { try outcome.get() }
+        gate.open()
+        task.clearResult(ongoingExecutionStrategy: .allowCompletion)
+        task.clearResult(ongoingExecutionStrategy: .restart, shouldRestartWhenIDLE: true)
+        await monoEventually { task.currentResult == 1 }
+    }
+
+    @Test func retryCountAndItsNestedIntervalProxy() {
+        let never: RetryCount = 0
+        let three: RetryCount = 3
+        #expect(never == .never && three == .count(count: 3))
+        #expect(RetryCount.infinity().maximumRetries == nil)
+        let before = RetryCount.IntervalProxy.exponentialBackoffBeforeFixed(
+            initialTimeInterval: 1, maxExponentialBackoffCount: 2, scaleRate: 2
+        )
+        let after = RetryCount.IntervalProxy.exponentialBackoffAfterFixed(maxFixedCount: 1)
+        #expect((1...4).map { before.baseTimeInterval(forRetry: $0) } == [1, 2, 4, 1])
+        #expect((1...4).map { after.baseTimeInterval(forRetry: $0) } == [1, 1, 2, 4])
+        #expect(RetryCount.IntervalProxy.DefaultInitialTimeInterval == 1)
+        #expect(RetryCount.IntervalProxy.DefaultExponentialBackoffScaleRate == 2)
+        #expect(RetryCount.IntervalProxy.exponentialBackoff(scaleRate: 0.5).baseTimeInterval(forRetry: 3) == 1)
+    }
+}
