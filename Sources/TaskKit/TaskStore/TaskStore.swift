@@ -403,8 +403,9 @@ public final class TaskStore<Key: Hashable & Sendable> {
         notifyingMutation { finishedElsewhere.withLock { $0.append((key, id)) } }
     }
 
-    /// Applies the ends posted to `finishedElsewhere`, except those of immediate tasks not yet
-    /// committed (they stay for the drain after their commit). Caller side only.
+    /// Applies the ends posted to `finishedElsewhere` as the owner's own finishes, except those of
+    /// immediate tasks not yet committed (they stay for the drain after their commit). Caller
+    /// side only.
     @usableFromInline
     func drainFinishedElsewhere() {
         let finished = finishedElsewhere.withLock { pending -> [(key: Key, id: UInt64)] in
@@ -419,8 +420,9 @@ public final class TaskStore<Key: Hashable & Sendable> {
                 early.append((key, id))
                 continue
             }
-            // The removed key, if any, is destroyed here, after the table access.
-            _ = withMachine { $0.removeFinished(key: key, id: id) }
+            // The owner's own finish: observers are told again if the key stops here (one may
+            // have started observing after the task posted).
+            taskFinished(key: key, id: id, detached: false)
         }
         if !early.isEmpty {
             finishedElsewhere.withLock { $0.append(contentsOf: early) }
