@@ -187,7 +187,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
             switch error {
             case .cancelled: code = .cancelled
             case .remoteConnectionClosed: code = .networkConnectionLost
-            case .deadlineExceeded, .readTimeout, .writeTimeout, .connectTimeout: code = .timedOut
+            case .deadlineExceeded, .readTimeout, .writeTimeout, .connectTimeout, .getConnectionFromPoolTimeout: code = .timedOut
             case .invalidURL, .emptyHost, .emptyScheme: code = .badURL
             default: code = .unknown
             }

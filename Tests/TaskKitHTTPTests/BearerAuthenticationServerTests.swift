@@ -10,7 +10,7 @@ import FoundationNetworking
 @testable import TaskKitHTTP
 
 /// BearerTokenAuthenticator inside URLTaskManager, against the loopback server's expiring tokens.
-@Suite("Bearer authentication against a loopback server")
+@Suite("Bearer authentication against a loopback server", .serialized)  // one test at a time: each starts its own server and up to 50 requests
 struct BearerAuthenticationServerTests {
     /// Signed in with a token the server has already forgotten (expired server side).
     func signedInAuthenticator(

@@ -11,7 +11,7 @@ import FoundationNetworking
 
 /// HTTPRetryPolicy inside URLTaskManager, against the loopback server; every wait is on the
 /// manager's ManualClock.
-@Suite("HTTPRetryPolicy against a loopback server")
+@Suite("HTTPRetryPolicy against a loopback server", .serialized)  // one test at a time: each starts its own server and up to 50 requests
 struct HTTPRetryPolicyServerTests {
     func manager(
         _ policy: HTTPRetryPolicy = httpTestRetryPolicy(), over kind: HTTPTestTransport, clock: ManualClock

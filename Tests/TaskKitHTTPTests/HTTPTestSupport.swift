@@ -27,12 +27,16 @@ enum HTTPTestTransport: String, CaseIterable, Sendable, CustomTestStringConverti
         }
     }
 
-    /// One client for every test, with the configuration the transport recommends; it lives as
-    /// long as the test process, so it is never shut down.
-    static let client = HTTPClient(
-        eventLoopGroup: HTTPClient.defaultEventLoopGroup,
-        configuration: AsyncHTTPClientTransport.recommendedConfiguration
-    )
+    /// One client for every test, with the configuration the transport recommends, as many
+    /// connections per host as the tests send requests at once (50), and a connect timeout that
+    /// a machine loaded by a sanitizer run can meet; it lives as long as the test process, so it
+    /// is never shut down.
+    static let client: HTTPClient = {
+        var configuration = AsyncHTTPClientTransport.recommendedConfiguration
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
+        configuration.timeout.connect = .seconds(60)
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
 }
 
 /// Starts a loopback server (127.0.0.1, free ports), runs `body`, and always stops the server.
@@ -80,9 +84,10 @@ enum HTTPTestError: Error, Equatable {
 }
 
 /// Polls `condition` (state of the *server* or the network, which no injected clock controls)
-/// every 5 ms, for at most `limit`; returns whether it became true.
+/// every 5 ms, for at most `limit`; returns whether it became true. The default limit is long
+/// enough for a ThreadSanitizer run on a loaded 2-core machine; it only matters when a test fails.
 func httpTestEventually(
-    within limit: Duration = .seconds(10), _ condition: @Sendable () async -> Bool
+    within limit: Duration = .seconds(30), _ condition: @Sendable () async -> Bool
 ) async -> Bool {
     let deadline = ContinuousClock.now.advanced(by: limit)
     while ContinuousClock.now < deadline {
@@ -239,7 +244,7 @@ func httpTestRetryPolicy(count: Int = 3, jitter: IntervalProxy.Jitter = .none) -
 }
 
 extension ManualClock {
-    /// Waits (at most 10 s of real time, so a missing sleeper fails the test instead of hanging
+    /// Waits (at most 30 s of real time, so a missing sleeper fails the test instead of hanging
     /// it) for a sleeper, moves time to its deadline and returns the delay it slept; `nil`, with
     /// a recorded issue, when nobody went to sleep.
     func httpTestAdvanceToNextSleeper(sourceLocation: SourceLocation = #_sourceLocation) async -> Duration? {

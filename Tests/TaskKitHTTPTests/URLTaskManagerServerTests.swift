@@ -11,7 +11,7 @@ import FoundationNetworking
 
 /// URLTaskManager against the real loopback server: transport edges, cancellation, deadlines,
 /// bad input, interceptor commands, adapters and the callback form.
-@Suite("URLTaskManager against a loopback server")
+@Suite("URLTaskManager against a loopback server", .serialized)  // one test at a time: each starts its own server and up to 50 requests
 struct URLTaskManagerServerTests {
     @Test("a plain GET returns the body and the response", arguments: HTTPTestTransport.allCases)
     func plainGet(_ transport: HTTPTestTransport) async throws {
