@@ -73,10 +73,19 @@ final class MonoOverlap: Sendable {
     var active: Int { state.withLock { $0.active } }
 }
 
-/// Polls `condition` (yielding) until it holds. Waits on the library's own state, never on time.
-func monoEventually(_ condition: () -> Bool) async {
+/// Polls `condition` (yielding) until it holds; waits on the library's own state. A condition still
+/// false after `limit` of real time (only when a test is broken) fails the test instead of hanging it.
+func monoEventually(
+    within limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation,
+    _ condition: () -> Bool
+) async {
+    let deadline = ContinuousClock.now.advanced(by: limit)
     var spins = 0
     while !condition() {
+        guard ContinuousClock.now < deadline else {
+            Issue.record("condition still false after \(limit)", sourceLocation: sourceLocation)
+            return
+        }
         spins += 1
         if spins % 64 == 0 {
             try? await Task.sleep(for: .milliseconds(1))  // be kind to a loaded 2-core machine
