@@ -14,6 +14,8 @@ let package = Package(
         // The HTTP transport for servers. Only this product builds AsyncHTTPClient: a user of
         // `TaskKit` or `TaskKitHTTP` alone never does.
         .library(name: "TaskKitAsyncHTTPClient", targets: ["TaskKitAsyncHTTPClient"]),
+        // Single-flight across processes on PostgreSQL. Only this product builds postgres-nio.
+        .library(name: "TaskKitPostgres", targets: ["TaskKitPostgres"]),
         .executable(name: "taskkit-demo", targets: ["taskkit-demo"]),
     ],
     dependencies: [
@@ -24,6 +26,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
+        // Already a dependency of postgres-nio: SHA-256 of the keys.
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         // Documentation only: `swift package generate-documentation --target TaskKit`.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.4.0"),
     ],
@@ -61,6 +66,26 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        .target(
+            name: "TaskKitPostgres",
+            dependencies: [
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
+        // The worker process the TaskKitPostgres tests and benchmarks start: callers of one
+        // `PostgresSingleFlight` in a separate process (not a product).
+        .executableTarget(
+            name: "taskkit-postgres-worker",
+            dependencies: [
+                "TaskKitPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(
@@ -105,6 +130,16 @@ let package = Package(
                 "TaskKit", "TaskKitHTTP", "TaskKitTestSupport", "TaskKitLoopbackServer",
                 "TaskKitAsyncHTTPClient",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ]
+        ),
+        // Against a real PostgreSQL server (`scripts/with-postgres`); skipped without one.
+        .testTarget(
+            name: "TaskKitPostgresTests",
+            dependencies: [
+                "TaskKitPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
     ],

@@ -1,0 +1,291 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Single-flight across processes that share a PostgreSQL database: for a key, at most one
+/// `load` runs at a time in the whole fleet, and every caller waiting meanwhile gets its result.
+///
+/// ```swift
+/// let flight = PostgresSingleFlight(client: client)
+/// try await flight.prepare()
+/// let token = try await flight.value(forKey: "partner-api-token", resultExpireDuration: .seconds(50 * 60)) {
+///     try await partnerAPI.fetchToken()
+/// }
+/// ```
+///
+/// - Inside a process, concurrent callers of a key are merged first: the process makes at most
+///   one claim per key at a time, with the first caller's `load`, `Value` type and
+///   `resultExpireDuration`.
+/// - Across processes, a row per key in one table holds a *claim* (a token and a lease) and the
+///   last result. The caller that takes the claim runs `load`, renews the lease every third of it
+///   (a heartbeat), then stores the result and releases the claim in one statement. Others poll
+///   the row until a result stored after they arrived appears, or the claim is released or
+///   expires, and then try to claim themselves. A killed holder's claim expires within `lease`
+///   and a waiter takes it over.
+/// - A stored result is served to any caller until `resultExpireDuration` after it was stored;
+///   with `.zero`, only to the callers that waited for its load.
+/// - Failures are not stored. The callers merged with the failed load in its process get its
+///   error; callers in other processes find the claim released with no new result, and one of
+///   them claims and runs its own `load`.
+///
+/// Every statement is one autocommit statement sent through `PostgresClient.query` (postgres-nio's
+/// unnamed statement): no session advisory locks, `LISTEN`/`NOTIFY`, `SET`, temporary tables or
+/// named prepared statements, so it works through a transaction-pooling pooler (pgbouncer
+/// `pool_mode = transaction`), without superuser rights or extensions. See
+/// <doc:SingleFlightAcrossProcesses>.
+///
+/// The client must be running (`PostgresClient.run()`) for as long as this object is used.
+public final class PostgresSingleFlight: Sendable {
+    private let client: PostgresClient
+    private let lease: Duration
+    private let logger: Logger
+    private let statementTimeout: Duration
+    private let maximumPollInterval: Duration
+    private let statements: SingleFlightStatements
+    private let flights = FlightTable()
+
+    /// Creates a single-flight coordinator over `client`.
+    ///
+    /// - Parameters:
+    ///   - client: The postgres-nio client; it must be running (`run()`) while this is used.
+    ///     Directly to PostgreSQL or through a transaction-pooling pooler.
+    ///   - tableName: The table holding the claims and results: an SQL identifier, optionally
+    ///     schema-qualified (`"cache.single_flight"`). Create it with ``prepare()``.
+    ///   - lease: How long a claim lives without a heartbeat: the time within which a killed
+    ///     holder's `load` is taken over by another process. The holder renews it every third of
+    ///     it. Every database statement is also bounded by it (at most 10 seconds).
+    ///   - logger: Where claims, take-overs and failed heartbeats or stores are logged (debug and
+    ///     warning levels). Silent by default.
+    public convenience init(
+        client: PostgresClient,
+        tableName: String = "taskkit_single_flight",
+        lease: Duration = .seconds(30),
+        logger: Logger = Logger(label: "TaskKitPostgres", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) {
+        self.init(
+            client: client, tableName: tableName, lease: lease, logger: logger,
+            statementTimeout: min(lease, .seconds(10)), maximumPollInterval: min(lease / 8, .milliseconds(250))
+        )
+    }
+
+    /// The designated initializer, with the bounds the public one derives from `lease`.
+    init(
+        client: PostgresClient, tableName: String, lease: Duration, logger: Logger,
+        statementTimeout: Duration, maximumPollInterval: Duration
+    ) {
+        precondition(lease > .zero, "lease: \(lease) must be positive")
+        precondition(statementTimeout > .zero, "statementTimeout: \(statementTimeout) must be positive")
+        self.client = client
+        self.lease = lease
+        self.logger = logger
+        self.statementTimeout = statementTimeout
+        self.maximumPollInterval = max(maximumPollInterval, .milliseconds(1))
+        self.statements = SingleFlightStatements(table: tableName)
+    }
+
+    /// The table's name.
+    var tableName: String { statements.table }
+
+    /// Creates the table if it does not exist. Idempotent, and safe to call from many processes
+    /// at once (a concurrent creation's error is tolerated).
+    ///
+    /// - Throws: ``PostgresSingleFlightError``.
+    public func prepare() async throws {
+        do {
+            try await execute(statements.create, statement: "prepare")
+        } catch let PostgresSingleFlightError.databaseFailure(_, underlying as PSQLError)
+            where ["23505", "42710", "42P07"].contains(underlying.serverInfo?[.sqlState] ?? "")
+        {
+            logger.debug("PostgresSingleFlight: concurrent table creation tolerated")
+        }
+    }
+
+    /// The value for `key`: a stored result that is still fresh, else the result of the one
+    /// `load` running for the key anywhere in the fleet, else the result of `load`, run here
+    /// while this process holds the key's claim.
+    ///
+    /// - Parameters:
+    ///   - key: Any string (hashed with SHA-256: length and content do not matter).
+    ///   - resultExpireDuration: How long after it is stored the result is served to later
+    ///     callers. With `.zero` it is only given to the callers that waited for its load.
+    ///   - load: Produces the value; runs at most once at a time per key across every process
+    ///     sharing the table. Its value is stored as JSON; a stored value that no longer decodes
+    ///     as `Value` is treated as missing and loaded again.
+    /// - Returns: The value.
+    /// - Throws: `load`'s error, for the callers merged with it in this process;
+    ///   ``PostgresSingleFlightError`` when the database fails or does not answer in time;
+    ///   `CancellationError` when the calling task is cancelled (the others go on).
+    public func value<Value: Codable & Sendable>(
+        forKey key: String,
+        resultExpireDuration: Duration = .zero,
+        load: @escaping @Sendable () async throws -> Value
+    ) async throws -> Value {
+        let digest = KeyDigest(key)
+        let output = try await flights.output(forKey: digest.hex) {
+            try await self.fly(digest, resultExpireDuration: resultExpireDuration, load: load)
+        }
+        if let value = output.value as? Value { return value }
+        do {
+            return try JSONDecoder().decode(Value.self, from: output.data)
+        } catch {
+            throw PostgresSingleFlightError.valueDoesNotDecode(underlying: error)
+        }
+    }
+
+    /// Drops the stored result for `key`: the next caller loads again. A `load` in progress is
+    /// left alone, and its result is stored when it ends.
+    ///
+    /// - Throws: ``PostgresSingleFlightError``.
+    public func invalidate(_ key: String) async throws {
+        try await execute(statements.invalidate(KeyDigest(key)), statement: "invalidate")
+    }
+
+    // MARK: - The flight
+
+    /// One process's flight for a key: read; serve a fresh or newly stored result; else claim
+    /// and load, or poll while another caller holds the claim.
+    private func fly<Value: Codable & Sendable>(
+        _ key: KeyDigest,
+        resultExpireDuration: Duration,
+        load: @escaping @Sendable () async throws -> Value
+    ) async throws -> FlightOutput {
+        var arrivalGeneration: Int64?
+        var pollInterval = Duration.milliseconds(5)
+        while true {
+            let row = try await read(key)
+            let generation = row?.generation ?? 0
+            if arrivalGeneration == nil { arrivalGeneration = generation }
+            var undecodable = false
+            if let row, let data = row.value, row.fresh || generation != arrivalGeneration {
+                if let value = try? JSONDecoder().decode(Value.self, from: data) {
+                    return FlightOutput(data: data, value: value)
+                }
+                undecodable = true
+                logger.debug("PostgresSingleFlight: a stored value does not decode; loading again",
+                             metadata: ["key_hash": "\(key.hex)"])
+            }
+            if row?.claimed == true {
+                let jittered = pollInterval * Double.random(in: 0.5...1)
+                try await Task.sleep(for: jittered)
+                pollInterval = min(pollInterval * 2, maximumPollInterval)
+                continue
+            }
+            let token = UUID()
+            let claimed = try await query(
+                statements.claim(key, token: token, lease: lease, generation: generation,
+                                 replacingUndecodable: undecodable),
+                statement: "claim"
+            ) > 0
+            if claimed {
+                return try await runClaimed(key, token: token, resultExpireDuration: resultExpireDuration, load: load)
+            }
+        }
+    }
+
+    /// Runs `load` while holding the claim `token`, renewing it every third of the lease; stores
+    /// the result (or releases the claim on failure).
+    private func runClaimed<Value: Codable & Sendable>(
+        _ key: KeyDigest,
+        token: UUID,
+        resultExpireDuration: Duration,
+        load: @escaping @Sendable () async throws -> Value
+    ) async throws -> FlightOutput {
+        logger.debug("PostgresSingleFlight: claimed; loading", metadata: ["key_hash": "\(key.hex)"])
+        let result: Result<FlightOutput, any Error> = await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.heartbeat(key, token: token) }
+            defer { group.cancelAll() }
+            do {
+                let value = try await load()
+                return .success(FlightOutput(data: try JSONEncoder().encode(value), value: value))
+            } catch {
+                return .failure(error)
+            }
+        }
+        switch result {
+        case let .success(output):
+            do {
+                let stored = try await query(
+                    statements.store(key, token: token, value: output.data, expireAfter: resultExpireDuration),
+                    statement: "store"
+                ) > 0
+                if !stored {
+                    logger.warning("PostgresSingleFlight: the claim expired before the result was stored; not stored",
+                                   metadata: ["key_hash": "\(key.hex)"])
+                }
+            } catch {
+                logger.warning("PostgresSingleFlight: storing the result failed: \(error)",
+                               metadata: ["key_hash": "\(key.hex)"])
+            }
+            return output
+        case let .failure(error):
+            do {
+                try await execute(statements.release(key, token: token), statement: "release")
+            } catch {
+                logger.warning("PostgresSingleFlight: releasing the claim failed (it expires within the lease): \(error)",
+                               metadata: ["key_hash": "\(key.hex)"])
+            }
+            throw error
+        }
+    }
+
+    /// Renews the claim every third of the lease until cancelled, or until the claim is lost.
+    private func heartbeat(_ key: KeyDigest, token: UUID) async {
+        while true {
+            do {
+                try await Task.sleep(for: lease / 3)
+            } catch {
+                return
+            }
+            do {
+                let held = try await query(statements.heartbeat(key, token: token, lease: lease),
+                                           statement: "heartbeat") > 0
+                if !held {
+                    logger.warning("PostgresSingleFlight: the claim was lost (it expired and was taken over)",
+                                   metadata: ["key_hash": "\(key.hex)"])
+                    return
+                }
+            } catch is CancellationError {
+                return
+            } catch {
+                logger.warning("PostgresSingleFlight: a heartbeat failed: \(error)", metadata: ["key_hash": "\(key.hex)"])
+            }
+        }
+    }
+
+    // MARK: - Statements
+
+    private struct Row: Sendable {
+        let generation: Int64
+        let value: Data?
+        let fresh: Bool
+        let claimed: Bool
+    }
+
+    private func read(_ key: KeyDigest) async throws -> Row? {
+        let client = self.client
+        let query = statements.read(key)
+        return try await withStatementDeadline(statementTimeout, statement: "read") {
+            var row: Row?
+            for try await (generation, value, fresh, claimed) in try await client.query(query)
+                .decode((Int64, Data?, Bool, Bool).self)
+            {
+                row = Row(generation: generation, value: value, fresh: fresh, claimed: claimed)
+            }
+            return row
+        }
+    }
+
+    /// Runs `query` and returns how many rows it returned.
+    private func query(_ query: PostgresQuery, statement: String) async throws -> Int {
+        let client = self.client
+        return try await withStatementDeadline(statementTimeout, statement: statement) {
+            var count = 0
+            for try await _ in try await client.query(query) { count += 1 }
+            return count
+        }
+    }
+
+    private func execute(_ query: PostgresQuery, statement: String) async throws {
+        _ = try await self.query(query, statement: statement)
+    }
+}

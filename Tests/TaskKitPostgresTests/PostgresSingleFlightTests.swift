@@ -1,0 +1,322 @@
+import Foundation
+import Logging
+import NIOPosix
+import PostgresNIO
+import Synchronization
+import Testing
+@testable import TaskKitPostgres
+
+/// Against a real PostgreSQL server (`scripts/with-postgres`); serialized, since the
+/// multi-process tests measure time on a shared machine.
+@Suite(.serialized, .enabled(if: PostgresTestServer.enabled, PostgresTestServer.skipMessage))
+struct PostgresSingleFlightTests {
+    struct Token: Codable, Sendable, Equatable {
+        let value: String
+    }
+
+    // MARK: - Across processes
+
+    @Test(.timeLimit(.minutes(1)))
+    func eightProcessesOfFiftyCallersOnOneKeyLoadOnce() async throws {
+        try await runWorkers(keys: 1, callers: 50, pooler: false)
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func eightProcessesOnAThousandKeysLoadEachOnce() async throws {
+        try await runWorkers(keys: 1_000, callers: 50, pooler: false)
+    }
+
+    @Test(.timeLimit(.minutes(1)), .enabled(if: PostgresTestServer.poolerURL != nil || PostgresTestServer.required,
+                                            "no pgbouncer: TASKKIT_POSTGRES_POOLER_URL is not set"))
+    func eightProcessesThroughATransactionPoolerLoadOnce() async throws {
+        try await runWorkers(keys: 1, callers: 50, pooler: true)
+        try await runWorkers(keys: 200, callers: 20, pooler: true)
+    }
+
+    /// 8 processes × `callers` callers over `keys` keys: every call gets its key's value, and each
+    /// key is loaded exactly once.
+    private func runWorkers(keys: Int, callers: Int, pooler: Bool) async throws {
+        let url = try #require(pooler ? PostgresTestServer.poolerURL : PostgresTestServer.url)
+        let table = PostgresTestServer.uniqueName("sf")
+        let executions = PostgresTestServer.uniqueName("ex")
+        try await PostgresTestServer.withClient { client in
+            try await PostgresSingleFlight(client: client, tableName: table).prepare()
+            try await client.query("CREATE TABLE \(unescaped: executions) (key text NOT NULL, pid integer NOT NULL, started_at timestamptz NOT NULL DEFAULT clock_timestamp())")
+        }
+        let workers = try (0..<8).map { _ in
+            try WorkerProcess(arguments: [
+                "--url", url, "--table", table, "--executions", executions, "--keys", "\(keys)",
+                "--callers", "\(callers)", "--load-ms", "200", "--expire-ms", "600000",
+            ])
+        }
+        let exited = await waitForExit(workers, timeout: .seconds(keys > 1 ? 100 : 45))
+        let logs = workers.map(\.log).joined(separator: "\n")
+        #expect(exited, "workers did not finish in time:\n\(logs)")
+        for worker in workers {
+            #expect(worker.process.terminationStatus == 0, "worker failed:\n\(worker.log)")
+        }
+        let counts = try await PostgresTestServer.withClient { client in
+            try await PostgresTestServer.executions(client, table: executions)
+        }
+        #expect(counts.count == keys, "keys loaded: \(counts.count) of \(keys)\n\(logs)")
+        let repeated = counts.filter { $0.value != 1 }
+        #expect(repeated.isEmpty, "keys loaded more than once: \(repeated.prefix(10))")
+    }
+
+    /// The process running `load` is killed with SIGKILL mid-load: another process takes the
+    /// claim over when its lease expires and completes it within the lease plus one second,
+    /// and every caller of the surviving processes gets a value.
+    @Test(.timeLimit(.minutes(1)))
+    func aKilledHolderIsTakenOverWithinTheLease() async throws {
+        let url = try #require(PostgresTestServer.url)
+        let table = PostgresTestServer.uniqueName("sf")
+        let executions = PostgresTestServer.uniqueName("ex")
+        let lease = Duration.seconds(2)
+        try await PostgresTestServer.withClient { client in
+            try await PostgresSingleFlight(client: client, tableName: table).prepare()
+            try await client.query("CREATE TABLE \(unescaped: executions) (key text NOT NULL, pid integer NOT NULL, started_at timestamptz NOT NULL DEFAULT clock_timestamp())")
+        }
+        // The first load hangs (60 s); a load taken over takes 100 ms.
+        let workers = try (0..<4).map { _ in
+            try WorkerProcess(arguments: [
+                "--url", url, "--table", table, "--executions", executions, "--keys", "1",
+                "--callers", "50", "--lease-ms", "2000", "--load-ms", "100", "--first-load-ms", "60000",
+                "--expire-ms", "600000",
+            ])
+        }
+        defer { for worker in workers { worker.kill() } }
+
+        let holder = try await PostgresTestServer.withClient { client -> Int32? in
+            let holder = Counter()
+            _ = try await eventually(timeout: .seconds(20)) {
+                for try await pid in try await client.query("SELECT pid FROM \(unescaped: executions)").decode(Int32.self) {
+                    holder.set(Int(pid))
+                }
+                return holder.value != 0
+            }
+            return holder.value == 0 ? nil : Int32(holder.value)
+        }
+        let holderPID = try #require(holder, "no worker started the load:\n\(workers.map(\.log).joined(separator: "\n"))")
+        let victim = try #require(workers.first { $0.pid == holderPID })
+        let killedAt = ContinuousClock.now
+        victim.kill()
+
+        let survivors = workers.filter { $0 !== victim }
+        let exited = await waitForExit(survivors, timeout: lease + .seconds(1))
+        let elapsed = ContinuousClock.now - killedAt
+        #expect(exited, "the survivors were not done \(elapsed) after the kill:\n\(survivors.map(\.log).joined(separator: "\n"))")
+        for worker in survivors {
+            #expect(worker.process.terminationStatus == 0, "worker failed:\n\(worker.log)")
+            #expect(worker.log.contains("calls=50 "), "not every caller got a value:\n\(worker.log)")
+        }
+        let counts = try await PostgresTestServer.withClient { client in
+            try await PostgresTestServer.executions(client, table: executions)
+        }
+        #expect(counts == ["k0": 2], "the killed load and exactly one take-over: \(counts)")
+    }
+
+    // MARK: - Inside one process
+
+    @Test(.timeLimit(.minutes(1)))
+    func prepareIsIdempotentAndToleratesConcurrentCreation() async throws {
+        try await PostgresTestServer.withClient { client in
+            let table = PostgresTestServer.uniqueName("sf")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<8 {
+                    group.addTask { try await PostgresSingleFlight(client: client, tableName: table).prepare() }
+                }
+                try await group.waitForAll()
+            }
+            try await PostgresSingleFlight(client: client, tableName: table).prepare()
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func concurrentCallersInOneProcessShareOneLoad() async throws {
+        try await withFlight { flight, _ in
+            let loads = Counter()
+            let values = try await withThrowingTaskGroup(of: Token.self) { group in
+                for _ in 0..<100 {
+                    group.addTask {
+                        try await flight.value(forKey: "shared") {
+                            loads.increment()
+                            try await Task.sleep(for: .milliseconds(200))
+                            return Token(value: "one")
+                        }
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(loads.value == 1)
+            #expect(values.allSatisfy { $0 == Token(value: "one") } && values.count == 100)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aStoredResultIsServedUntilItExpires() async throws {
+        try await withFlight { flight, _ in
+            let loads = Counter()
+            let load: @Sendable () async throws -> Token = {
+                Token(value: "v\(loads.increment())")
+            }
+            #expect(try await flight.value(forKey: "k", resultExpireDuration: .seconds(1), load: load) == Token(value: "v1"))
+            #expect(try await flight.value(forKey: "k", resultExpireDuration: .seconds(1), load: load) == Token(value: "v1"))
+            try await Task.sleep(for: .milliseconds(1_200))
+            #expect(try await flight.value(forKey: "k", resultExpireDuration: .seconds(1), load: load) == Token(value: "v2"))
+            // `.zero`: only the callers that waited for the load get its result.
+            #expect(try await flight.value(forKey: "z", load: load) == Token(value: "v3"))
+            #expect(try await flight.value(forKey: "z", load: load) == Token(value: "v4"))
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aFailureIsNotStoredAndMergedCallersGetTheError() async throws {
+        struct Failure: Error {}
+        try await withFlight { flight, _ in
+            let attempts = Counter()
+            let results = await withTaskGroup(of: Result<Token, any Error>.self) { group in
+                for _ in 0..<10 {
+                    group.addTask {
+                        do {
+                            return .success(try await flight.value(forKey: "f", resultExpireDuration: .seconds(60)) {
+                                attempts.increment()
+                                try await Task.sleep(for: .milliseconds(200))
+                                throw Failure()
+                            })
+                        } catch {
+                            return .failure(error)
+                        }
+                    }
+                }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(attempts.value == 1)
+            #expect(results.allSatisfy { if case .failure(let error) = $0 { error is Failure } else { false } })
+            let value = try await flight.value(forKey: "f", resultExpireDuration: .seconds(60)) { Token(value: "ok") }
+            #expect(value == Token(value: "ok"))
+            #expect(attempts.value == 1)
+        }
+    }
+
+    /// A failed load in one process: a caller waiting in another process claims and loads.
+    @Test(.timeLimit(.minutes(1)))
+    func aWaiterElsewhereLoadsAfterAFailure() async throws {
+        struct Failure: Error {}
+        try await withFlight { first, client in
+            let second = PostgresSingleFlight(client: client, tableName: first.tableName)
+            let failing = Task {
+                try await first.value(forKey: "w", resultExpireDuration: .seconds(60)) { () async throws -> Token in
+                    try await Task.sleep(for: .milliseconds(500))
+                    throw Failure()
+                }
+            }
+            try await Task.sleep(for: .milliseconds(150))
+            let value = try await second.value(forKey: "w", resultExpireDuration: .seconds(60)) { Token(value: "second") }
+            #expect(value == Token(value: "second"))
+            await #expect(throws: Failure.self) { try await failing.value }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aStoredValueThatNoLongerDecodesIsReloaded() async throws {
+        struct Old: Codable, Sendable { let number: Int }
+        try await withFlight { flight, _ in
+            _ = try await flight.value(forKey: "schema", resultExpireDuration: .seconds(60)) { Old(number: 1) }
+            let value = try await flight.value(forKey: "schema", resultExpireDuration: .seconds(60)) { Token(value: "new") }
+            #expect(value == Token(value: "new"))
+            let again = try await flight.value(forKey: "schema", resultExpireDuration: .seconds(60)) { Token(value: "newer") }
+            #expect(again == Token(value: "new"))
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func keysOfAnyLengthAndContent() async throws {
+        let keys = ["", "\u{0}", "a\u{0}b", String(repeating: "é", count: 100_000), "🧵 token", "k", "K", "k "]
+        try await withFlight { flight, _ in
+            for (index, key) in keys.enumerated() {
+                let value = try await flight.value(forKey: key, resultExpireDuration: .seconds(60)) { Token(value: "\(index)") }
+                #expect(value == Token(value: "\(index)"))
+            }
+            for (index, key) in keys.enumerated() {
+                let value = try await flight.value(forKey: key, resultExpireDuration: .seconds(60)) { Token(value: "reloaded") }
+                #expect(value == Token(value: "\(index)"))
+            }
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func invalidateDropsTheStoredResult() async throws {
+        try await withFlight { flight, _ in
+            _ = try await flight.value(forKey: "i", resultExpireDuration: .seconds(60)) { Token(value: "1") }
+            try await flight.invalidate("i")
+            try await flight.invalidate("never stored")
+            let value = try await flight.value(forKey: "i", resultExpireDuration: .seconds(60)) { Token(value: "2") }
+            #expect(value == Token(value: "2"))
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func aCancelledCallerLeavesAndTheOthersGetTheValue() async throws {
+        try await withFlight { flight, _ in
+            let load: @Sendable () async throws -> Token = {
+                try await Task.sleep(for: .milliseconds(300))
+                return Token(value: "done")
+            }
+            let cancelled = Task { try await flight.value(forKey: "c", resultExpireDuration: .seconds(60), load: load) }
+            let other = Task { try await flight.value(forKey: "c", resultExpireDuration: .seconds(60), load: load) }
+            try await Task.sleep(for: .milliseconds(50))
+            cancelled.cancel()
+            await #expect(throws: CancellationError.self) { try await cancelled.value }
+            #expect(try await other.value == Token(value: "done"))
+        }
+    }
+
+    /// Nothing listens on the port, or a server accepts and never answers: a typed error within
+    /// the statement bound, not postgres-nio's minute-long wait.
+    @Test(.timeLimit(.minutes(1)), arguments: [false, true])
+    func anUnreachableDatabaseFailsWithATypedErrorInTime(silentServer: Bool) async throws {
+        let listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(listener.localAddress?.port)
+        if !silentServer { try await listener.close() }
+        let client = PostgresClient(
+            configuration: .init(host: "127.0.0.1", port: port, username: "nobody", password: nil, database: nil, tls: .disable),
+            backgroundLogger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+        )
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            let flight = PostgresSingleFlight(client: client, lease: .seconds(1))
+            let start = ContinuousClock.now
+            do {
+                _ = try await flight.value(forKey: "x") { Token(value: "never") }
+                Issue.record("expected an error")
+            } catch PostgresSingleFlightError.databaseTimeout(let statement, let after) {
+                #expect(statement == "read" && after == .seconds(1))
+            }
+            #expect(ContinuousClock.now - start < .seconds(3))
+            await #expect(throws: PostgresSingleFlightError.self) { try await flight.prepare() }
+        }
+        if silentServer { try await listener.close() }
+    }
+
+    // MARK: - Helpers
+
+    final class Counter: Sendable {
+        private let atomic = Atomic<Int>(0)
+        var value: Int { atomic.load(ordering: .acquiring) }
+        @discardableResult
+        func increment() -> Int { atomic.add(1, ordering: .acquiringAndReleasing).newValue }
+        func set(_ value: Int) { atomic.store(value, ordering: .releasing) }
+    }
+
+    private func withFlight(
+        _ body: @Sendable (PostgresSingleFlight, PostgresClient) async throws -> Void
+    ) async throws {
+        try await PostgresTestServer.withClient { client in
+            let flight = PostgresSingleFlight(client: client, tableName: PostgresTestServer.uniqueName("sf"))
+            try await flight.prepare()
+            try await body(flight, client)
+        }
+    }
+}
