@@ -5,6 +5,9 @@
 // Run all:   cd Benchmarks && swift package --disable-sandbox benchmark
 // Run one:   cd Benchmarks && swift package --disable-sandbox benchmark --target CoFutureBenchmarks
 // Instructions per iteration of the CoFuture and TaskStore workloads (callgrind): ./instruction-counts.sh
+// PostgreSQL (a throwaway server from ../scripts/with-postgres):
+//   ../scripts/with-postgres swift package --disable-sandbox benchmark --target PostgresBenchmarks
+//   ../scripts/with-postgres swift run -c release PostgresThroughput
 import PackageDescription
 
 let benchmarkPlugin: [Target.PluginUsage] = [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
@@ -19,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/OpenCombine/OpenCombine.git", from: "0.14.0"),
         .package(url: "https://github.com/swhitty/FlyingFox.git", from: "0.27.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
     ],
     targets: [
         // The seed's CoFuture workload for CoFuture, NIO and OpenCombine, the contention workload
@@ -106,6 +110,26 @@ let package = Package(
             ],
             path: "Benchmarks/HTTPBenchmarks",
             plugins: benchmarkPlugin
+        ),
+        // PostgresSingleFlight: a stored-result hit against one plain SELECT of the same row on the
+        // same client. Needs TASKKIT_POSTGRES_URL (registers nothing without it).
+        .executableTarget(
+            name: "PostgresBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "TaskKitPostgres", package: "TaskKit"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            path: "Benchmarks/PostgresBenchmarks",
+            plugins: benchmarkPlugin
+        ),
+        // PostgresSingleFlight: distinct keys per second with 8 processes (copies of itself).
+        .executableTarget(
+            name: "PostgresThroughput",
+            dependencies: [
+                .product(name: "TaskKitPostgres", package: "TaskKit"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]
