@@ -176,14 +176,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
         switch withMachine({ $0.prepareAdd(key: key, behavior: duplicateKeyBehavior) }) {
         case .keepPrevious(let previous):
             logger.trace("addTask: kept the running task (preferPrevious)", metadata: ["key": "\(key)"])
-            if case .plain(let task) = previous { return task }
-            return Task(priority: priority) {
-                await withTaskCancellationHandler {
-                    await previous.waitForCompletion()
-                } onCancel: {
-                    previous.cancel()
-                }
-            }
+            return Self.voidTask(waitingFor: previous, priority: priority)
         case .startFirst(let id):
             // The body is isolated to the store's actor (it captures `isolation`), so it cannot start
             // before the caller's current actor job ends: a cancel issued right after `addTask`
@@ -385,6 +378,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
 
     /// `handle` as a `Task<Void, Never>`: itself for the `Void` overload's tasks, otherwise a
     /// small task that waits for it and forwards cancellation to it.
+    @usableFromInline
     static func voidTask(waitingFor handle: TaskStoreHandle, priority: TaskPriority? = nil) -> Task<Void, Never> {
         if case .plain(let task) = handle { return task }
         return Task(priority: priority) {
