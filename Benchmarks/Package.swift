@@ -37,6 +37,8 @@ let package = Package(
                 .product(name: "OpenCombine", package: "OpenCombine"),
             ]
         ),
+        // Helpers shared by several benchmark targets (a one-shot gate).
+        .target(name: "BenchmarkSupport"),
         // `./instruction-counts.sh`: instructions per iteration under callgrind (CoFuture and its
         // peers; TaskStore against a bare `Task`).
         .executableTarget(
@@ -64,6 +66,7 @@ let package = Package(
         .executableTarget(
             name: "MonoTaskBenchmarks",
             dependencies: [
+                "BenchmarkSupport",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "TaskKit", package: "TaskKit"),
             ],
@@ -73,6 +76,7 @@ let package = Package(
         .executableTarget(
             name: "KeyedMonoTaskBenchmarks",
             dependencies: [
+                "BenchmarkSupport",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "TaskKit", package: "TaskKit"),
             ],

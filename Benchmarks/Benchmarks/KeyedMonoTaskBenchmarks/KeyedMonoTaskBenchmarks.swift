@@ -11,7 +11,7 @@
 //   entries (`memoryLeakedBytes`, the cache kept alive past the measurement). Per sample of
 //   100,000 entries (NOTES divides).
 import Benchmark
-import Synchronization
+import BenchmarkSupport
 import TaskKit
 
 let keyCount = 100_000
@@ -238,31 +238,6 @@ actor NaiveKeyedCache {
         let task = Task { try await load(key) }
         tasks[key] = task
         return try await task.value
-    }
-}
-
-/// A one-shot gate: `wait()` suspends until `open()`.
-final class BenchGate: Sendable {
-    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func wait() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let resumeNow = state.withLock { state -> Bool in
-                if state.open { return true }
-                state.waiters.append(continuation)
-                return false
-            }
-            if resumeNow { continuation.resume() }
-        }
-    }
-
-    func open() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.open = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
     }
 }
 

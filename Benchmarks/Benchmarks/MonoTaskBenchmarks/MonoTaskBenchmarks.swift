@@ -7,7 +7,7 @@
 //   then completes once; the sample ends when all 100 have their result. Figures are per batch
 //   of 100 callers (the README divides them by 100).
 import Benchmark
-import Synchronization
+import BenchmarkSupport
 import TaskKit
 
 let benchmarks: @Sendable () -> Void = {
@@ -131,30 +131,5 @@ actor NaiveSingleFlight {
         let value = try await task.value
         cached = (value, .now)
         return value
-    }
-}
-
-/// A one-shot gate: `wait()` suspends until `open()`.
-final class BenchGate: Sendable {
-    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func wait() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let resumeNow = state.withLock { state -> Bool in
-                if state.open { return true }
-                state.waiters.append(continuation)
-                return false
-            }
-            if resumeNow { continuation.resume() }
-        }
-    }
-
-    func open() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.open = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
     }
 }
