@@ -1,17 +1,28 @@
-/// The entries of a ``KeyedMonoTask``: a dictionary from key to slot, a dense array of nodes,
-/// and an intrusive doubly linked least-recently-used list threaded through the slots by index.
-/// The links live in an array of their own, parallel to `nodes`: a hit that moves its node to
-/// the head writes its neighbours' links, and 8-byte links keep those writes in a small, dense
-/// array instead of scattering them over the nodes.
+/// The entries of a ``KeyedMonoTask``: an open-addressing hash table whose buckets hold the
+/// nodes themselves, and an intrusive doubly linked least-recently-used list threaded through
+/// dense *slots* by index.
 ///
-/// A pure value type, owned by ``KeyedMonoTaskStateMachine``. Every operation is O(1) (one or
-/// two hash lookups plus a few array writes):
-/// - the nodes are dense (`nodes.count == count`): removing a node moves the last node into its
-///   slot and repoints the moved node's neighbours and its dictionary entry;
-/// - a node is in the LRU list exactly when no load is in flight for it (`load == 0`). Only
+/// A hit is one hash, one bucket (key, value, `storedAt`, load generation and slot side by side)
+/// and the list links of its slot. A `[Key: Int32]` dictionary in front of a node array cost two
+/// dependent cache misses before the value (the dictionary's key and value arrays, then the
+/// node); at 100,000 entries that second miss was a quarter of a hit (`Benchmarks/NOTES.md`).
+///
+/// - `buckets` is the hash table: linear probing, at most 4/5 full, backward-shift deletion (no
+///   tombstones). Nodes move between buckets when a neighbour is removed or the table grows;
+///   each node records its bucket in `bucketOf[slot]`.
+/// - Slots are dense (`0..<count`): `bucketOf`, `links` (and `costs`) are parallel arrays over
+///   them. Removing a node moves the last slot into its slot and repoints that slot's bucket,
+///   neighbours and node. The links live in an array of their own: a hit that moves its node to
+///   the head writes its neighbours' links, and 8-byte links keep those writes in a small, dense
+///   array.
+/// - A node is in the LRU list exactly when no load is in flight for it (`load == 0`). Only
 ///   nodes in the list can be evicted, so a key whose load is in flight is never evicted from
 ///   under its waiters; ``beginLoad(_:generation:)`` and ``endLoad(_:)`` move a node out of and
 ///   back into the list.
+///
+/// A pure value type, owned by ``KeyedMonoTaskStateMachine``. Every operation is O(1) (expected,
+/// for the hash table; its growth amortised). Keys are hashed once, on insertion and lookup:
+/// removal and growth use the hash stored in the node.
 @usableFromInline
 struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     /// No slot: the end of the list, or "not linked".
@@ -22,21 +33,27 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         @usableFromInline var key: Key
         /// The cached value; `nil` while a first load runs (or after an expired value was dropped).
         @usableFromInline var value: Value?
+        /// The low 32 bits of `key.hashValue`; the node's home bucket is `hash & (buckets.count - 1)`.
+        @usableFromInline var hash: UInt32
+        /// The node's slot: its index in `bucketOf`, `links` and `costs`.
+        @usableFromInline var slot: Int32
         /// When `value` was stored, as an offset from the owner's clock origin.
         @usableFromInline var storedAt: Duration
         /// The generation of the load in flight for this key, `0` for none.
         @usableFromInline var load: UInt64
 
         @usableFromInline
-        init(key: Key, value: Value?, storedAt: Duration, load: UInt64) {
+        init(key: Key, value: Value?, hash: UInt32, slot: Int32, storedAt: Duration, load: UInt64) {
             self.key = key
             self.value = value
+            self.hash = hash
+            self.slot = slot
             self.storedAt = storedAt
             self.load = load
         }
     }
 
-    /// The list links of the node in the same slot.
+    /// The list links of a slot.
     @usableFromInline
     struct Link {
         /// Towards the most recently used node (`none` for the head).
@@ -51,27 +68,30 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         }
     }
 
-    /// What a removal took out of the table: the node and the dictionary's own copy of the key.
-    /// The owner destroys them after releasing its lock (their `deinit`s are user code).
+    /// What a removal took out of the table: the node. The owner destroys it after releasing its
+    /// lock (the `deinit`s of its key and value are user code).
     @usableFromInline
     struct Removed {
         @usableFromInline var node: Node
-        @usableFromInline var indexKey: Key
+        /// The key the index held for the node: the node's own (the table keeps one copy).
+        @usableFromInline var indexKey: Key { node.key }
     }
 
-    @usableFromInline var index: [Key: Int32] = [:]
-    @usableFromInline var nodes: [Node] = []
-    /// `links[i]` belongs to `nodes[i]`.
+    /// The hash table: empty, or a power of two of buckets, at most 4/5 of them holding a node.
+    @usableFromInline var buckets: [Node?] = []
+    /// `bucketOf[slot]` is the bucket holding the node of `slot`.
+    @usableFromInline var bucketOf: [Int32] = []
+    /// `links[slot]` belongs to the node of `slot`.
     @usableFromInline var links: [Link] = []
-    /// The cost of each node's value (`costs[i]` for `nodes[i]`, 0 without a value), kept only
-    /// when a cost bound is configured; empty otherwise, so the hit path never touches it.
+    /// The cost of each slot's value (0 without a value), kept only when a cost bound is
+    /// configured; empty otherwise, so the hit path never touches it.
     var costs: [Int] = []
     /// The sum of `costs`.
     private(set) var totalCost = 0
     let tracksCost: Bool
-    /// The most recently used node in the list.
+    /// The most recently used slot in the list.
     @usableFromInline var head: Int32 = none
-    /// The least recently used node in the list: the next to be evicted.
+    /// The least recently used slot in the list: the next to be evicted.
     @usableFromInline var tail: Int32 = none
 
     @usableFromInline
@@ -80,18 +100,67 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     }
 
     /// The number of entries, loading or cached.
-    @inlinable var count: Int { nodes.count }
+    @inlinable var count: Int { bucketOf.count }
+
+    /// The node of `slot`.
+    @inlinable
+    subscript(slot: Int32) -> Node {
+        get { buckets[Int(bucketOf[Int(slot)])]! }
+        set { buckets[Int(bucketOf[Int(slot)])] = newValue }
+    }
+
+    /// The nodes by slot (tests, and ``removeAll()``).
+    var nodes: [Node] {
+        bucketOf.map { buckets[Int($0)]! }
+    }
+
+    /// The index as a dictionary from key to slot (tests): every node that ``find(_:)`` reaches
+    /// through its own slot.
+    var index: [Key: Int32] {
+        var index: [Key: Int32] = [:]
+        for case let node? in buckets where find(node.key) == node.slot {
+            index[node.key] = node.slot
+        }
+        return index
+    }
+
+    /// The bucket holding `key`, if present.
+    @inlinable
+    func findBucket(_ key: Key) -> Int? {
+        guard !buckets.isEmpty else { return nil }
+        let hash = UInt32(truncatingIfNeeded: key.hashValue)
+        let mask = buckets.count &- 1
+        var b = Int(hash) & mask
+        while true {
+            guard let bucketHash = buckets[b]?.hash else { return nil }
+            if bucketHash == hash, buckets[b]!.key == key { return b }
+            b = (b &+ 1) & mask
+        }
+    }
 
     /// The slot of `key`, if present.
     @inlinable
     func find(_ key: Key) -> Int32? {
-        index[key]
+        findBucket(key).map { buckets[$0]!.slot }
+    }
+
+    /// The bucket of `slot`.
+    @inlinable
+    func bucket(of slot: Int32) -> Int {
+        Int(bucketOf[Int(slot)])
     }
 
     /// Moves a node that is in the list to its head (most recently used).
     @inlinable
     mutating func touch(_ slot: Int32) {
-        guard slot != head, nodes[Int(slot)].load == 0 else { return }
+        touch(bucket: bucket(of: slot))
+    }
+
+    /// Moves the node in bucket `b` to the head of the list, if it is in the list.
+    @inlinable
+    mutating func touch(bucket b: Int) {
+        let slot = buckets[b]!.slot
+        guard slot != head, buckets[b]!.load == 0 else { return }
         unlink(slot)
         linkAtHead(slot)
     }
@@ -99,56 +168,64 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     /// Adds `key` with a load in flight (not in the list). Returns its slot.
     @usableFromInline
     mutating func insertLoading(_ key: Key, generation: UInt64) -> Int32 {
-        precondition(nodes.count < Int(Int32.max), "KeyedMonoTask: more than \(Int32.max) entries")
-        let slot = Int32(nodes.count)
-        nodes.append(Node(key: key, value: nil, storedAt: .zero, load: generation))
+        precondition(count < Int(Int32.max) / 2, "KeyedMonoTask: more than \(Int32.max / 2) entries")
+        if (count + 1) * 5 > buckets.count * 4 { grow() }
+        let slot = Int32(count)
+        let hash = UInt32(truncatingIfNeeded: key.hashValue)
+        let b = emptyBucket(from: hash)
+        buckets[b] = Node(key: key, value: nil, hash: hash, slot: slot, storedAt: .zero, load: generation)
+        bucketOf.append(Int32(b))
         links.append(Link(previous: Self.none, next: Self.none))
         if tracksCost { costs.append(0) }
-        index[key] = slot
         return slot
     }
 
     /// A load starts for a node that has none: it leaves the list.
     @usableFromInline
     mutating func beginLoad(_ slot: Int32, generation: UInt64) {
-        precondition(nodes[Int(slot)].load == 0, "KeyedMonoTask: a second load for one entry")
+        let b = bucket(of: slot)
+        precondition(buckets[b]!.load == 0, "KeyedMonoTask: a second load for one entry")
         unlink(slot)
-        nodes[Int(slot)].load = generation
+        buckets[b]!.load = generation
     }
 
     /// The load of a node ended and the node stays: it enters the list as most recently used.
     @usableFromInline
     mutating func endLoad(_ slot: Int32) {
-        nodes[Int(slot)].load = 0
+        buckets[bucket(of: slot)]!.load = 0
         linkAtHead(slot)
     }
 
-    /// Removes the node in `slot` (from the list too, if it is in it).
+    /// Removes the node of `slot` (from the list too, if it is in it).
     @usableFromInline
     mutating func remove(_ slot: Int32) -> Removed {
         let i = Int(slot)
-        if nodes[i].load == 0 { unlink(slot) }
-        let indexKey = index.remove(at: index.index(forKey: nodes[i].key)!).key
-        let last = nodes.count - 1
+        let node = self[slot]
+        if node.load == 0 { unlink(slot) }
+        // `node` keeps the key and value alive: emptying the bucket destroys neither.
+        removeBucket(at: bucket(of: slot))
+        let last = count - 1
         if tracksCost {
             totalCost -= costs[i]
             costs.swapAt(i, last)
             costs.removeLast()
         }
         if i != last {
-            nodes.swapAt(i, last)
+            bucketOf.swapAt(i, last)
             links.swapAt(i, last)
-            // The node that was last now lives in `slot`: repoint whatever referred to it.
-            if nodes[i].load == 0 {
+            // The node that was in the last slot is now in `slot`: repoint whatever referred to it.
+            let moved = Int(bucketOf[i])
+            buckets[moved]!.slot = slot
+            if buckets[moved]!.load == 0 {
                 let previous = links[i].previous
                 let next = links[i].next
                 if previous == Self.none { head = slot } else { links[Int(previous)].next = slot }
                 if next == Self.none { tail = slot } else { links[Int(next)].previous = slot }
             }
-            index[nodes[i].key] = slot
         }
+        bucketOf.removeLast()
         links.removeLast()
-        return Removed(node: nodes.removeLast(), indexKey: indexKey)
+        return Removed(node: node)
     }
 
     /// Records the cost of the value now in `slot` (0 for none). No-op without a cost bound.
@@ -166,18 +243,63 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         return remove(tail)
     }
 
-    /// Empties the table and returns what it held.
-    mutating func removeAll() -> (index: [Key: Int32], nodes: [Node]) {
+    /// Empties the table and returns its nodes.
+    mutating func removeAll() -> [Node] {
         defer {
-            index = [:]
-            nodes = []
+            buckets = []
+            bucketOf = []
             links = []
             costs = []
             totalCost = 0
             head = Self.none
             tail = Self.none
         }
-        return (index, nodes)
+        return nodes
+    }
+
+    // MARK: Hash table
+
+    /// The first empty bucket from the home bucket of `hash` (there is one: at most 4/5 are used).
+    @usableFromInline
+    func emptyBucket(from hash: UInt32) -> Int {
+        let mask = buckets.count - 1
+        var b = Int(hash) & mask
+        while buckets[b] != nil { b = (b + 1) & mask }
+        return b
+    }
+
+    /// Empties bucket `b` and shifts the nodes after it in its run back, so that every node stays
+    /// reachable from its home bucket without crossing an empty bucket. Moved nodes get their
+    /// new bucket in `bucketOf`. Destroys no key or value: each moved node is copied first.
+    @usableFromInline
+    mutating func removeBucket(at b: Int) {
+        let mask = buckets.count - 1
+        var hole = b
+        var next = (b + 1) & mask
+        while let hash = buckets[next]?.hash {
+            let home = Int(hash) & mask
+            // The node in `next` may move to the hole unless its home lies cyclically in (hole, next].
+            if (next - home) & mask >= (next - hole) & mask {
+                buckets[hole] = buckets[next]
+                bucketOf[Int(buckets[hole]!.slot)] = Int32(hole)
+                hole = next
+            }
+            next = (next + 1) & mask
+        }
+        buckets[hole] = nil
+    }
+
+    /// Doubles the hash table (8 buckets at first) and reinserts the nodes by their stored hashes.
+    @usableFromInline
+    mutating func grow() {
+        let old = buckets
+        buckets = Array(repeating: nil, count: Swift.max(8, old.count * 2))
+        for slot in bucketOf.indices {
+            let node = old[Int(bucketOf[slot])]!
+            let b = emptyBucket(from: node.hash)
+            buckets[b] = node
+            bucketOf[slot] = Int32(b)
+        }
     }
 
     // MARK: List

@@ -84,7 +84,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         @usableFromInline var removed: [Table.Removed] = []
         var values: [Value] = []
         var keys: [Key] = []
-        var table: (index: [Key: Int32], nodes: [Table.Node])?
+        var table: [Table.Node]?
 
         @usableFromInline init() {}
     }
@@ -164,8 +164,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// nothing: no recency, no counters, no refresh.
     @usableFromInline
     func cachedValue(for key: Key, now: Duration) -> Value? {
-        guard let slot = table.find(key), let value = table.nodes[Int(slot)].value else { return nil }
-        switch freshness(storedAt: table.nodes[Int(slot)].storedAt, now: now) {
+        guard let slot = table.find(key), let value = table[slot].value else { return nil }
+        switch freshness(storedAt: table[slot].storedAt, now: now) {
         case .fresh, .stale: return value
         case .unusable: return nil
         }
@@ -176,7 +176,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// The lock-held fast path of an async caller: a cache hit, or a waiter identifier to register.
     @inlinable
     mutating func fastPath(key: Key, forceUpdate: Bool, now: Duration) -> FastPathAction {
-        if !forceUpdate, let slot = table.find(key), let hit = cacheHit(slot, now: now) {
+        if !forceUpdate, let bucket = table.findBucket(key), let hit = cacheHit(bucket: bucket, now: now) {
             return .hit(hit.value, refresh: hit.refresh)
         }
         lastWaiterID &+= 1
@@ -210,11 +210,11 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             counters.misses += 1
             return .enqueued(startLoad: StartLoad(key: key, generation: generation), released: released)
         }
-        if !forceUpdate, let hit = cacheHit(slot, now: now) {
+        if !forceUpdate, let hit = cacheHit(bucket: table.bucket(of: slot), now: now) {
             return .deliverCached(hit.value, refresh: hit.refresh)
         }
         if callerCancelled { return .callerCancelled }
-        let running = table.nodes[Int(slot)].load
+        let running = table[slot].load
         if running != 0 {
             // Join the load in flight, or (forced) the load that will follow it.
             if forceUpdate {
@@ -227,10 +227,10 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         }
         // An idle entry whose value is unusable, or a forced call: load now. A forced load keeps
         // a usable value for the callers that are not forced; an unusable one is dropped.
-        let node = table.nodes[Int(slot)]
+        let node = table[slot]
         if let value = node.value, freshness(storedAt: node.storedAt, now: now) == .unusable {
             released.values.append(value)
-            table.nodes[Int(slot)].value = nil
+            table[slot].value = nil
             table.setCost(slot, 0)
         }
         let generation = beginLoad(key: key, waiters: [WaiterEntry(id: id, waiter: waiter)])
@@ -242,7 +242,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// An async caller's task was cancelled: take its waiter out, if still stored.
     @usableFromInline
     mutating func cancelWaiter(key: Key, id: WaiterID) -> Waiter? {
-        if let slot = table.find(key), case let running = table.nodes[Int(slot)].load, running != 0,
+        if let slot = table.find(key), case let running = table[slot].load, running != 0,
             let waiter = loads[running]!.removeWaiter(id)
         {
             counters.callerCancellations += 1
@@ -283,23 +283,23 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         var next: StartLoad?
         if load.attached {
             let slot = table.find(load.key)!
-            assert(table.nodes[Int(slot)].load == finished, "an attached load names its entry")
+            assert(table[slot].load == finished, "an attached load names its entry")
             if case .success(let value) = result, configuration.keepsResults {
-                if let old = table.nodes[Int(slot)].value { released.values.append(old) }
+                if let old = table[slot].value { released.values.append(old) }
                 if let maximumCost = configuration.maximumCost, cost > maximumCost {
                     // Too costly to keep at all: delivered, not cached (nor the older value).
-                    table.nodes[Int(slot)].value = nil
+                    table[slot].value = nil
                     table.setCost(slot, 0)
                 } else {
-                    table.nodes[Int(slot)].value = value
-                    table.nodes[Int(slot)].storedAt = now
+                    table[slot].value = value
+                    table[slot].storedAt = now
                     table.setCost(slot, cost)
                 }
             }
-            let node = table.nodes[Int(slot)]
+            let node = table[slot]
             if let followUp = load.followUp {
                 let generation = beginLoad(key: load.key, waiters: followUp)
-                table.nodes[Int(slot)].load = generation
+                table[slot].load = generation
                 next = StartLoad(key: load.key, generation: generation)
             } else if node.value != nil, freshness(storedAt: node.storedAt, now: now) != .unusable {
                 table.endLoad(slot)
@@ -330,7 +330,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     mutating func invalidate(_ key: Key) -> (startLoad: StartLoad?, released: Released) {
         var released = Released()
         guard let slot = table.find(key) else { return (nil, released) }
-        let running = table.nodes[Int(slot)].load
+        let running = table[slot].load
         released.removed.append(table.remove(slot))
         counters.invalidations += 1
         guard running != 0 else { return (nil, released) }
@@ -341,9 +341,9 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     mutating func invalidateAll() -> (startLoads: [StartLoad], released: Released) {
         var released = Released()
         let old = table.removeAll()
-        counters.invalidations += old.nodes.count
+        counters.invalidations += old.count
         var starts: [StartLoad] = []
-        for node in old.nodes where node.load != 0 {
+        for node in old where node.load != 0 {
             if let start = detach(node.load, released: &released) { starts.append(start) }
         }
         released.table = old
@@ -370,18 +370,18 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
 
     // MARK: Helpers
 
-    /// A usable value in `slot`: fresh (and now most recently used) or stale (starting a refresh
-    /// if none is in flight). `nil` when the entry has no usable value.
+    /// A usable value in the node in `bucket`: fresh (and now most recently used) or stale
+    /// (starting a refresh if none is in flight). `nil` when the entry has no usable value.
     @inlinable
-    mutating func cacheHit(_ slot: Int32, now: Duration) -> (value: Value, refresh: StartLoad?)? {
-        guard let value = table.nodes[Int(slot)].value else { return nil }
-        switch freshness(storedAt: table.nodes[Int(slot)].storedAt, now: now) {
+    mutating func cacheHit(bucket: Int, now: Duration) -> (value: Value, refresh: StartLoad?)? {
+        guard let value = table.buckets[bucket]!.value else { return nil }
+        switch freshness(storedAt: table.buckets[bucket]!.storedAt, now: now) {
         case .fresh:
             counters.recordHit()
-            table.touch(slot)
+            table.touch(bucket: bucket)
             return (value, nil)
         case .stale:
-            return (value, staleHit(slot))
+            return (value, staleHit(table.buckets[bucket]!.slot))
         case .unusable:
             return nil
         }
@@ -392,8 +392,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     mutating func staleHit(_ slot: Int32) -> StartLoad? {
         counters.hits += 1
         counters.staleHits += 1
-        guard table.nodes[Int(slot)].load == 0 else { return nil }
-        let key = table.nodes[Int(slot)].key
+        guard table[slot].load == 0 else { return nil }
+        let key = table[slot].key
         let generation = beginLoad(key: key, waiters: [])
         table.beginLoad(slot, generation: generation)
         return StartLoad(key: key, generation: generation)
