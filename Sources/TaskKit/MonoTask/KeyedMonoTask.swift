@@ -158,7 +158,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                 )
             )
         )
-        self.time = ClockTimeSource(clock)
+        self.time = makeTimeSource(clock)
         self.load = load
         self.cost = cost
     }

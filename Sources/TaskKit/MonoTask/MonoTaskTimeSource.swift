@@ -25,3 +25,23 @@ struct ClockTimeSource<C: Clock<Duration>>: MonoTaskTimeSource {
         try await clock.sleep(until: clock.now.advanced(by: duration), tolerance: nil)
     }
 }
+
+/// ``ClockTimeSource`` for `ContinuousClock`, without the generic `Clock` and `InstantProtocol`
+/// witness calls a `ClockTimeSource<C>` made in unspecialised code goes through on every read.
+struct ContinuousClockTimeSource: MonoTaskTimeSource {
+    let origin = ContinuousClock.now
+
+    func now() -> Duration {
+        ContinuousClock.now - origin
+    }
+
+    func sleep(for duration: Duration) async throws {
+        try await ContinuousClock().sleep(until: .now.advanced(by: duration), tolerance: nil)
+    }
+}
+
+/// The time source of `clock`: ``ContinuousClockTimeSource`` for a `ContinuousClock`.
+func makeTimeSource(_ clock: some Clock<Duration>) -> any MonoTaskTimeSource {
+    if clock is ContinuousClock { return ContinuousClockTimeSource() }
+    return ClockTimeSource(clock)
+}
