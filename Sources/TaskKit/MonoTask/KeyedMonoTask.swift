@@ -76,7 +76,11 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///     one background refresh runs. `.zero` (default): an expired value is never served.
     ///     Must not be negative.
     ///   - retry: How failed attempts are retried. Default: no retry.
-    ///   - clock: The clock for expiry and the retry backoff. Default: `ContinuousClock()`.
+    ///   - clock: The clock for expiry and the retry backoff. Default: `ContinuousClock()`. On
+    ///     Linux a `ContinuousClock` is read at the kernel's tick (a few milliseconds, what
+    ///     `clock_getres(CLOCK_MONOTONIC_COARSE)` reports), which makes a hit about twice as fast
+    ///     as a precise read: expiry is exact to within one tick. Pass `SuspendingClock()` where
+    ///     durations below a few milliseconds must be exact.
     ///   - load: Loads the value of a key. Runs in a `Task` of its own, never under a lock, at
     ///     most once at a time per key (except after ``invalidate(_:)``, see there).
     public convenience init(

@@ -40,8 +40,9 @@ struct ContinuousClockTimeSource: MonoTaskTimeSource {
     }
 }
 
-/// The time source of `clock`: ``ContinuousClockTimeSource`` for a `ContinuousClock`.
+/// The time source of `clock`: the platform's cheapest reading of `ContinuousClock`'s time for a
+/// `ContinuousClock` (``makeContinuousTimeSource()``).
 func makeTimeSource(_ clock: some Clock<Duration>) -> any MonoTaskTimeSource {
-    if clock is ContinuousClock { return ContinuousClockTimeSource() }
+    if clock is ContinuousClock { return makeContinuousTimeSource() }
     return ClockTimeSource(clock)
 }

@@ -3,7 +3,9 @@ import Testing
 @testable import TaskKit
 
 /// Thousands of concurrent callers over overlapping keys on a real `KeyedMonoTask` (real clock,
-/// tiny TTLs, evictions, retries, forced calls, cancellations, every entry point). Asserts that
+/// tiny TTLs, evictions, retries, forced calls, cancellations, every entry point). The clock is
+/// `SuspendingClock`, read precisely: the default `ContinuousClock` is read in kernel ticks on
+/// Linux, coarser than these TTLs, which would expire every entry at once. Asserts that
 /// every caller gets exactly one result, that results are for the right key, and — without
 /// invalidation — that no key ever has two loads at once.
 @Suite(.timeLimit(.minutes(2)))
@@ -62,12 +64,13 @@ struct KeyedMonoTaskStressTests {
         let cache = if let maximumCost = setup.maximumCost {
             KeyedMonoTask<Int, String>(
                 maximumEntries: setup.maximumEntries, maximumCost: maximumCost, resultExpireDuration: setup.ttl,
-                staleWhileRevalidate: setup.stale, retry: setup.retry, cost: { key, _ in key % 5 + 1 }, load: load
+                staleWhileRevalidate: setup.stale, retry: setup.retry, clock: SuspendingClock(),
+                cost: { key, _ in key % 5 + 1 }, load: load
             )
         } else {
             KeyedMonoTask<Int, String>(
                 maximumEntries: setup.maximumEntries, resultExpireDuration: setup.ttl,
-                staleWhileRevalidate: setup.stale, retry: setup.retry, load: load
+                staleWhileRevalidate: setup.stale, retry: setup.retry, clock: SuspendingClock(), load: load
             )
         }
         let deliveries = LockedState<[Int]>(Array(repeating: 0, count: operations))

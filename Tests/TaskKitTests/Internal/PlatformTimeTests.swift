@@ -1,0 +1,65 @@
+#if os(Linux)
+import Glibc
+import Testing
+@testable import TaskKit
+
+/// ``LinuxCoarseContinuousTime`` against `ContinuousClock` read precisely.
+@Suite(.timeLimit(.minutes(1)))
+struct PlatformTimeTests {
+    /// One kernel tick: the resolution of `CLOCK_MONOTONIC_COARSE`.
+    static let tick: Duration = {
+        var resolution = timespec()
+        clock_getres(CLOCK_MONOTONIC_COARSE, &resolution)
+        return .seconds(resolution.tv_sec) + .nanoseconds(resolution.tv_nsec)
+    }()
+
+    @Test func startsAtZeroAndNeverGoesBackwards() {
+        let time = LinuxCoarseContinuousTime()
+        var previous = time.now()
+        #expect(previous >= .zero && previous <= Self.tick)
+        for _ in 0..<200_000 {
+            let now = time.now()
+            #expect(now >= previous)
+            previous = now
+        }
+    }
+
+    /// Over a span that crosses the one-second re-measurement of the offset, the coarse time
+    /// moves as `ContinuousClock` does, to within a tick at each end.
+    @Test func followsContinuousClockToWithinATick() async throws {
+        let clock = ContinuousClock()
+        let time = LinuxCoarseContinuousTime()
+        let start = clock.now
+        let coarseStart = time.now()
+        for _ in 0..<12 {
+            try await Task.sleep(for: .milliseconds(100))
+            let precise = start.duration(to: clock.now)
+            let coarse = time.now() - coarseStart
+            // A coarse read is the time of the last tick, up to a tick behind; both ends of the
+            // span are (plus the offset's measurement noise, well under a millisecond).
+            #expect(coarse <= precise + Self.tick + .milliseconds(1), "coarse \(coarse), precise \(precise)")
+            #expect(coarse >= precise - Self.tick - .milliseconds(1), "coarse \(coarse), precise \(precise)")
+        }
+    }
+
+    /// A `KeyedMonoTask` on the default clock keeps a value for its time to live and loads again
+    /// after it.
+    @Test func keyedMonoTaskOnTheDefaultClockExpiresAfterItsTimeToLive() async throws {
+        let loads = LockedState(0)
+        let cache = KeyedMonoTask<Int, Int>(maximumEntries: 4, resultExpireDuration: .milliseconds(200)) { key in
+            loads.withLock { $0 += 1 }
+            return key
+        }
+        let clock = ContinuousClock()
+        let loaded = clock.now
+        _ = try await cache.value(for: 1)
+        _ = try await cache.value(for: 1)
+        if loaded.duration(to: clock.now) < .milliseconds(150) {
+            #expect(loads.withLock { $0 } == 1)
+        }
+        try await Task.sleep(for: .milliseconds(200) + Self.tick + .milliseconds(5))
+        _ = try await cache.value(for: 1)
+        #expect(loads.withLock { $0 } == 2)
+    }
+}
+#endif
