@@ -169,7 +169,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     }
 
     /// `error`, from AsyncHTTPClient or swift-nio, as the `URLError` `URLSession` reports for the
-    /// same failure (see the failure table in *Using URLTaskManager*); the original error is the
+    /// same failure (see the failure table in *Using URLTaskManager*); `error` itself is the
     /// result's underlying error. A `URLError` or ``URLTaskError`` is returned unchanged.
     ///
     /// - Parameters:

@@ -326,7 +326,7 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
     /// This future as the `TypedFuture` it is when `storesTyped` is set.
     ///
     /// `unsafeDowncast` (checked in debug builds, where the tests run) rather than `as!`, whose
-    /// class cast costs ~30 instructions per access (4% of the seed workload). Sound: callers
+    /// class cast costs ~30 instructions per access. Sound: callers
     /// read it only when `storesTyped` is true; that `let` is true only when set by
     /// `TypedFuture`'s initialisers (through `init(completedWith:typed:)` and
     /// `init(pendingDerivedFrom:)`, which only they call), and those require `Stored == Value?`.

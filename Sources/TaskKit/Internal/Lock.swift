@@ -1,7 +1,8 @@
 /// A value guarded by a platform mutex, stored together with the mutex in one allocation.
 ///
-/// This is TaskKit's one lock type for component state (MonoTask, TaskStore's bookkeeping,
-/// TaskManager, the HTTP layer, the test clock). It wraps `pthread_mutex_t` on Linux and
+/// This is TaskKit's lock for component state (MonoTask, KeyedMonoTask, TaskStore's bookkeeping,
+/// TaskManager, the HTTP layer, the test clock); ``CoFuture`` keeps its lock inline instead
+/// (`FutureLock`), so that a future is one allocation. It wraps `pthread_mutex_t` on Linux and
 /// `os_unfair_lock` on Apple platforms, both of which ThreadSanitizer understands; it is
 /// deliberately not `Synchronization.Mutex`, whose Linux implementation ThreadSanitizer cannot
 /// see (see ARCHITECTURE.md).

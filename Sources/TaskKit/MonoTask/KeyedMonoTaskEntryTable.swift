@@ -3,9 +3,8 @@
 /// dense *slots* by index.
 ///
 /// A hit is one hash, one bucket (key, value, `storedAt`, load generation and slot side by side)
-/// and the list links of its slot. A `[Key: Int32]` dictionary in front of a node array cost two
-/// dependent cache misses before the value (the dictionary's key and value arrays, then the
-/// node); at 100,000 entries that second miss was a quarter of a hit (`Benchmarks/NOTES.md`).
+/// and the list links of its slot: one dependent cache miss before the value, where a
+/// `[Key: Int32]` dictionary in front of a node array takes two (figures in `Benchmarks/NOTES.md`).
 ///
 /// - `buckets` is the hash table: linear probing, at most 4/5 full, backward-shift deletion (no
 ///   tombstones). Nodes move between buckets when a neighbour is removed or the table grows;

@@ -2,8 +2,9 @@ import Foundation
 
 /// How long to wait before each retry: a growth rule, an optional cap and optional jitter.
 ///
-/// `IntervalProxy` is the one backoff model of TaskKit: ``MonoTask``, ``TaskManager`` and the
-/// HTTP retry policy all use it through ``RetryCount``.
+/// `IntervalProxy` is the one backoff model of TaskKit: ``MonoTask``, ``KeyedMonoTask`` and, in
+/// TaskKitHTTP, the HTTP retry policy and the bearer authenticator's refresh all use it through
+/// ``RetryCount``.
 ///
 /// ```swift
 /// // 1 s, 2 s, 4 s, 8 s, then 10 s for every later retry, each randomised in 0...delay.
@@ -13,8 +14,8 @@ import Foundation
 ///     .jittered(.full)
 /// ```
 ///
-/// Out-of-range values are clamped to the nearest valid one, as Monstra's `RetryCount` does, so
-/// a configuration mistake never crashes an app: a negative interval, cap or count is 0, and a
+/// Out-of-range values are clamped to the nearest valid one, so a configuration mistake never
+/// crashes an app: a negative interval, cap or count is 0, and a
 /// scale rate below 1 acts as 1 (the delay never shrinks). Values with no nearest valid one (NaN,
 /// or a positive infinity) are rejected with a precondition failure that names the parameter
 /// and the value. The stored ``growth`` and ``maximumTimeInterval`` hold the clamped values.

@@ -147,7 +147,7 @@ public final class URLSessionTransport: HTTPTransport {
     /// ("Recv failure: Connection reset by peer"), and a reply that is not HTTP is
     /// `.unsupportedURL` ("Received HTTP/0.9 when not allowed") even for an `http` URL. This maps
     /// them to `.networkConnectionLost` (the first three) and `.cannotParseResponse`, so that
-    /// callers and ``HTTPRetryPolicy`` see one vocabulary. The original error is kept as the new
+    /// callers and ``HTTPRetryPolicy`` see one vocabulary. The session's error is kept as the new
     /// error's underlying error (`NSUnderlyingErrorKey`); every other error keeps its code and
     /// gains the request's URL as its `failingURL` if it had none.
     ///
