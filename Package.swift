@@ -105,7 +105,8 @@ let package = Package(
             name: "TaskKitLoopbackServer",
             dependencies: [.product(name: "FlyingFox", package: "FlyingFox")]
         ),
-        // Test-only helpers shared by the test targets (a manual clock, waiting utilities).
+        // Test-only helpers shared by the test targets: a manual clock, one gate, one `eventually`
+        // with a deadline, one dedicated-thread runner, a seeded random number generator.
         .target(
             name: "TaskKitTestSupport",
             dependencies: ["TaskKit"]
@@ -136,7 +137,7 @@ let package = Package(
         .testTarget(
             name: "TaskKitPostgresTests",
             dependencies: [
-                "TaskKitPostgres",
+                "TaskKitPostgres", "TaskKitTestSupport",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOPosix", package: "swift-nio"),

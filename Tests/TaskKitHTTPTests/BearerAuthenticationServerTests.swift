@@ -49,7 +49,7 @@ struct BearerAuthenticationServerTests {
     @Test("50 requests all rejected before the refresh completes wait for it and share it", arguments: HTTPTestTransport.allCases)
     func fiftyRejectedRequestsWaitForOneRefresh(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
-            let gate = HTTPTestGate()
+            let gate = TestGate()
             let inner = httpTestRefresh(server)
             let authenticator = await signedInAuthenticator(server) { current, transport in
                 await gate.wait()
@@ -66,7 +66,7 @@ struct BearerAuthenticationServerTests {
                 }
             }
             // Every request got its 401 and waits (the refresh is held by the gate).
-            #expect(await httpTestEventually { authenticator.waitingRequestCount == 50 })
+            await eventually(pollingEvery: .milliseconds(5)) { authenticator.waitingRequestCount == 50 }
             #expect(await server.hits(.protected) == 50)
             #expect(gate.waiting == 1)
             gate.open()
@@ -81,14 +81,14 @@ struct BearerAuthenticationServerTests {
     func olderTokenReplayedWithoutSecondRefresh(_ transport: HTTPTestTransport) async throws {
         /// Holds the adapted request of the first task whose URL has `?hold` until the gate opens.
         struct BearerServerTestsHoldingAdapter: URLTaskInterceptor {
-            let gate: HTTPTestGate
+            let gate: TestGate
             func adapt(_ request: URLRequest, for task: URLTask, context: URLTaskContext) async throws -> URLRequest {
                 if request.url?.query == "hold", context.attempt == 1 { await gate.wait() }
                 return request
             }
         }
         try await withHTTPTestServer { server in
-            let gate = HTTPTestGate()
+            let gate = TestGate()
             let authenticator = await signedInAuthenticator(server)
             let oldToken = try #require(authenticator.credential?.accessToken)
             // The authenticator signs first; the holding adapter then parks request A, signed
@@ -99,7 +99,7 @@ struct BearerAuthenticationServerTests {
             )
             await server.expireAllTokens()
             let requestA = Task { try await manager.response(for: URLRequest(url: server.url("/protected?hold"))) }
-            #expect(await httpTestEventually { gate.waiting == 1 })
+            await eventually(pollingEvery: .milliseconds(5)) { gate.waiting == 1 }
             // B is rejected, refreshes once, and succeeds with the new token.
             let responseB = try await manager.response(for: URLRequest(url: server.url("/protected")))
             #expect(responseB.statusCode == 200)
@@ -119,7 +119,7 @@ struct BearerAuthenticationServerTests {
     @Test("a refresh failure fails every waiting request with AuthenticationError.refreshFailed", arguments: HTTPTestTransport.allCases)
     func refreshFailureFailsWaiters(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
-            let gate = HTTPTestGate()
+            let gate = TestGate()
             let inner = httpTestRefresh(server)
             let authenticator = await signedInAuthenticator(server) { current, transport in
                 await gate.wait()
@@ -131,7 +131,7 @@ struct BearerAuthenticationServerTests {
             let requests = (0..<10).map { _ in
                 Task { try await manager.data(for: URLRequest(url: server.url("/protected"))) }
             }
-            #expect(await httpTestEventually { authenticator.waitingRequestCount == 10 })
+            await eventually(pollingEvery: .milliseconds(5)) { authenticator.waitingRequestCount == 10 }
             gate.open()
             for request in requests {
                 let error = await #expect(throws: AuthenticationError.self) { _ = try await request.value }
@@ -280,7 +280,7 @@ struct BearerAuthenticationServerTests {
     @Test("cancelling a request that waits for a refresh stops only that request", arguments: HTTPTestTransport.allCases)
     func cancelWhileWaitingForRefresh(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
-            let gate = HTTPTestGate()
+            let gate = TestGate()
             let inner = httpTestRefresh(server)
             let authenticator = await signedInAuthenticator(server) { current, transport in
                 await gate.wait()
@@ -290,7 +290,7 @@ struct BearerAuthenticationServerTests {
             await server.expireAllTokens()
             let cancelled = Task { try await manager.data(for: URLRequest(url: server.url("/protected"))) }
             let kept = Task { try await manager.data(for: URLRequest(url: server.url("/protected"))) }
-            #expect(await httpTestEventually { authenticator.waitingRequestCount == 2 })
+            await eventually(pollingEvery: .milliseconds(5)) { authenticator.waitingRequestCount == 2 }
             cancelled.cancel()
             await #expect(throws: CancellationError.self) { _ = try await cancelled.value }
             #expect(authenticator.waitingRequestCount == 1)

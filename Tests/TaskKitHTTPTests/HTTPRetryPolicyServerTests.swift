@@ -174,10 +174,10 @@ struct HTTPRetryPolicyServerTests {
             let clock = ManualClock()
             let (manager, _) = manager(over: transport, clock: clock)
             let request = Task { try await manager.response(for: URLRequest(url: server.url("/flaky?key=cancel"))) }
-            #expect(await httpTestEventually { clock.sleeperCount == 1 })
+            await eventually(pollingEvery: .milliseconds(5)) { clock.sleeperCount == 1 }
             request.cancel()
             await #expect(throws: CancellationError.self) { _ = try await request.value }
-            #expect(await httpTestEventually { clock.sleeperCount == 0 })
+            await eventually(pollingEvery: .milliseconds(5)) { clock.sleeperCount == 0 }
             #expect(await server.hits(.flaky) == 1)
         }
     }
@@ -189,9 +189,9 @@ struct HTTPRetryPolicyServerTests {
             let manager = URLTaskManager(interceptors: [httpTestRetryPolicy()], transport: transport.make(), timeout: .milliseconds(1500), clock: clock)
             let request = Task { try await manager.response(for: URLRequest(url: server.url("/flaky?key=deadline"))) }
             // Two sleepers: the deadline (1.5 s) and the first backoff (1 s).
-            #expect(await httpTestEventually { clock.sleeperCount == 2 })
+            await eventually(pollingEvery: .milliseconds(5)) { clock.sleeperCount == 2 }
             clock.advance(by: .seconds(1))
-            #expect(await httpTestEventually { clock.sleeperCount == 2 })  // the deadline and the 2 s backoff
+            await eventually(pollingEvery: .milliseconds(5)) { clock.sleeperCount == 2 }  // the deadline and the 2 s backoff
             clock.advance(by: .milliseconds(500))
             let error = await #expect(throws: TaskError.self) { _ = try await request.value }
             guard case .timedOut? = error else {

@@ -83,47 +83,6 @@ enum HTTPTestError: Error, Equatable {
     case adapterRefused
 }
 
-/// Polls `condition` (state of the *server* or the network, which no injected clock controls)
-/// every 5 ms, for at most `limit`; returns whether it became true. The default limit is long
-/// enough for a ThreadSanitizer run on a loaded 2-core machine; it only matters when a test fails.
-func httpTestEventually(
-    within limit: Duration = .seconds(30), _ condition: @Sendable () async -> Bool
-) async -> Bool {
-    let deadline = ContinuousClock.now.advanced(by: limit)
-    while ContinuousClock.now < deadline {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(5))
-    }
-    return await condition()
-}
-
-/// A one-shot gate: `wait()` suspends until `open()`.
-final class HTTPTestGate: Sendable {
-    private let state = LockedState<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func open() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.open = true
-            defer { state.waiters.removeAll() }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    var waiting: Int { state.withLock { $0.waiters.count } }
-
-    func wait() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let proceed = state.withLock { state -> Bool in
-                if state.open { return true }
-                state.waiters.append(continuation)
-                return false
-            }
-            if proceed { continuation.resume() }
-        }
-    }
-}
-
 /// A transport that forwards to another and records every request and outcome.
 final class HTTPTestRecordingTransport: HTTPTransport {
     let inner: any HTTPTransport
@@ -248,10 +207,10 @@ extension ManualClock {
     /// it) for a sleeper, moves time to its deadline and returns the delay it slept; `nil`, with
     /// a recorded issue, when nobody went to sleep.
     func httpTestAdvanceToNextSleeper(sourceLocation: SourceLocation = #_sourceLocation) async -> Duration? {
-        guard await httpTestEventually({ self.sleeperCount >= 1 }) else {
-            Issue.record("nobody slept on the manual clock", sourceLocation: sourceLocation)
-            return nil
-        }
+        guard await eventually(
+            "somebody sleeps on the manual clock", pollingEvery: .milliseconds(5), sourceLocation: sourceLocation,
+            { self.sleeperCount >= 1 }
+        ) else { return nil }
         let before = now
         advanceToNextDeadline()
         return before.duration(to: now)

@@ -60,13 +60,13 @@ struct URLTaskManagerServerTests {
             let transport = HTTPTestRecordingTransport(transport.make())
             let manager = URLTaskManager(transport: transport)
             let request = Task { try await manager.data(for: URLRequest(url: server.url("/slow?ms=20000"))) }
-            #expect(await httpTestEventually { await server.hits(.slow) == 1 })
+            await eventually(pollingEvery: .milliseconds(5)) { await server.hits(.slow) == 1 }
             let started = ContinuousClock.now
             request.cancel()
             await #expect(throws: CancellationError.self) { _ = try await request.value }
             #expect(started.duration(to: .now) < .seconds(10))
             // The URLSession task itself was cancelled (not left running for 20 s).
-            #expect(await httpTestEventually { transport.outcomes.first.flatMap { $0 } != nil })
+            await eventually(pollingEvery: .milliseconds(5)) { transport.outcomes.first.flatMap { $0 } != nil }
             guard case .failure(let underlying)?? = transport.outcomes.first else {
                 Issue.record("the transport did not fail: \(transport.outcomes)")
                 return
@@ -84,16 +84,16 @@ struct URLTaskManagerServerTests {
             let handle = manager.dataTask(with: URLRequest(url: server.url("/slow?ms=20000"))) { outcome in
                 result.withLock { $0 = outcome }
             }
-            #expect(await httpTestEventually { await server.hits(.slow) == 1 })
+            await eventually(pollingEvery: .milliseconds(5)) { await server.hits(.slow) == 1 }
             handle.cancel()
-            #expect(await httpTestEventually { result.withLock { $0 != nil } })
+            await eventually(pollingEvery: .milliseconds(5)) { result.withLock { $0 != nil } }
             let outcome = result.withLock { $0 }
             guard case .failure(let error)? = outcome, case .cancelled? = error as? TaskError else {
                 Issue.record("expected TaskError.cancelled, got \(String(describing: outcome))")
                 return
             }
             #expect(handle.state == .finished)
-            #expect(await httpTestEventually { transport.outcomes.first.flatMap { $0 } != nil })
+            await eventually(pollingEvery: .milliseconds(5)) { transport.outcomes.first.flatMap { $0 } != nil }
         }
     }
 
@@ -104,8 +104,8 @@ struct URLTaskManagerServerTests {
             let transport = HTTPTestRecordingTransport(transport.make())
             let manager = URLTaskManager(transport: transport, timeout: .milliseconds(500), clock: clock)
             let request = Task { try await manager.data(for: URLRequest(url: server.url("/slow?ms=20000"))) }
-            #expect(await httpTestEventually { await server.hits(.slow) == 1 })
-            #expect(await httpTestEventually { clock.sleeperCount >= 1 })
+            await eventually(pollingEvery: .milliseconds(5)) { await server.hits(.slow) == 1 }
+            await eventually(pollingEvery: .milliseconds(5)) { clock.sleeperCount >= 1 }
             clock.advance(by: .milliseconds(499))
             #expect(transport.outcomes.first.flatMap { $0 } == nil)
             clock.advance(by: .milliseconds(1))
@@ -114,7 +114,7 @@ struct URLTaskManagerServerTests {
                 Issue.record("expected TaskError.timedOut, got \(String(describing: error))")
                 return
             }
-            #expect(await httpTestEventually { transport.outcomes.first.flatMap { $0 } != nil })
+            await eventually(pollingEvery: .milliseconds(5)) { transport.outcomes.first.flatMap { $0 } != nil }
         }
     }
 
@@ -126,7 +126,7 @@ struct URLTaskManagerServerTests {
             let request = Task {
                 try await manager.data(for: URLRequest(url: server.url("/slow?ms=20000")), timeout: .seconds(1))
             }
-            #expect(await httpTestEventually { await server.hits(.slow) == 1 })
+            await eventually(pollingEvery: .milliseconds(5)) { await server.hits(.slow) == 1 }
             #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(1))
             await #expect(throws: TaskError.self) { _ = try await request.value }
         }
@@ -325,7 +325,7 @@ struct URLTaskManagerServerTests {
                 onQueue.withLock { $0 = DispatchQueue.getSpecific(key: key) == true }
             }
             await manager.waitTillAllTasksFinished()
-            #expect(await httpTestEventually { onQueue.withLock { $0 } != nil })
+            await eventually(pollingEvery: .milliseconds(5)) { onQueue.withLock { $0 } != nil }
             #expect(onQueue.withLock { $0 } == true)
         }
     }

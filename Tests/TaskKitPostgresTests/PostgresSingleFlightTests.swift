@@ -5,6 +5,7 @@ import PostgresNIO
 import Synchronization
 import Testing
 @testable import TaskKitPostgres
+import TaskKitTestSupport
 
 /// Against a real PostgreSQL server (`scripts/with-postgres`); serialized, since the
 /// multi-process tests measure time on a shared machine.
@@ -88,7 +89,7 @@ struct PostgresSingleFlightTests {
 
         let holder = try await PostgresTestServer.withClient { client -> Int32? in
             let holder = Counter()
-            _ = try await eventually(timeout: .seconds(20)) {
+            try await eventually("a worker started the load", within: .seconds(20), pollingEvery: .milliseconds(20)) {
                 for try await pid in try await client.query("SELECT pid FROM \(unescaped: executions)").decode(Int32.self) {
                     holder.set(Int(pid))
                 }

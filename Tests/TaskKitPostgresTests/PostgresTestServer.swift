@@ -114,13 +114,3 @@ func waitForExit(_ workers: [WorkerProcess], timeout: Duration) async -> Bool {
     for worker in workers { worker.kill() }
     return done
 }
-
-/// Polls `condition` every 20 ms until it holds, at most `timeout`. Returns whether it held.
-func eventually(timeout: Duration, _ condition: @Sendable () async throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return try await condition()
-}

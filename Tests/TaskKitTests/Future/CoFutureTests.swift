@@ -115,12 +115,9 @@ struct CoFutureTests {
         let promise = CoPromise<Int>()
         let ranOn = Log<ObjectIdentifier>()
         promise.whenSuccess { _ in ranOn.append(currentThreadID()) }
-        let completer = await withCheckedContinuation { (continuation: CheckedContinuation<ObjectIdentifier, Never>) in
-            Thread.detachNewThread {
-                let me = currentThreadID()
-                promise.success(1)
-                continuation.resume(returning: me)
-            }
+        let completer = await onDedicatedThread { () -> ObjectIdentifier in
+            promise.success(1)
+            return currentThreadID()
         }
         #expect(ranOn.elements == [completer])
     }

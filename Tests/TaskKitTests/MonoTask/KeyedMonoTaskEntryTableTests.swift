@@ -1,5 +1,6 @@
 import Testing
 @testable import TaskKit
+import TaskKitTestSupport
 
 /// The entry table's hash table at sizes and collision rates the model test (64 keys) does not
 /// reach: growth, long probe runs, backward-shift deletion across the end of the bucket array.
@@ -25,7 +26,7 @@ import Testing
     }
 
     static func run<Key: Hashable>(keys: Int, steps: Int, makeKey: (Int) -> Key) {
-        var generator = KeyedSplitMix(seed: 7)
+        var generator = SeededRandomNumberGenerator(seed: 7)
         var table = KeyedMonoTaskEntryTable<Key, String>()
         var model: [Key: String] = [:]
         for step in 0..<steps {

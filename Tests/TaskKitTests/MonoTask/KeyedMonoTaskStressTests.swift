@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import TaskKit
+import TaskKitTestSupport
 
 /// Thousands of concurrent callers over overlapping keys on a real `KeyedMonoTask` (real clock,
 /// tiny TTLs, evictions, retries, forced calls, cancellations, every entry point). The clock is
@@ -88,7 +89,7 @@ struct KeyedMonoTaskStressTests {
         }
 
         await withTaskGroup(of: Void.self) { group in
-            var generator = KeyedSplitMix(seed: 2_100 + UInt64(setup.maximumEntries))
+            var generator = SeededRandomNumberGenerator(seed: 2_100 + UInt64(setup.maximumEntries))
             for index in 0..<operations {
                 let key = Int(generator.next() % UInt64(keys))
                 let force = generator.next() % 10 == 0
@@ -130,8 +131,8 @@ struct KeyedMonoTaskStressTests {
             }
         }
         let expected = callbacksExpected
-        await keyedEventually("every callback delivered") { callbacksDone.withLock { $0 } == expected }
-        await keyedEventually("every load over") { cache.inspect(\.loadsInFlight) == 0 }
+        await eventually("every callback delivered") { callbacksDone.withLock { $0 } == expected }
+        await eventually("every load over") { cache.inspect(\.loadsInFlight) == 0 }
 
         #expect(deliveries.withLock { $0 }.allSatisfy { $0 == 1 }, "every caller exactly one result")
         #expect(bad.withLock { $0 } == [])

@@ -84,24 +84,3 @@ struct KeyedTestError: Error, Equatable {
     var attempt: Int
 }
 
-/// Polls `condition` until it holds; records an issue (and returns) after `seconds` of real time.
-/// The conditions are the library's own state, so the deadline only matters for a broken test.
-func keyedEventually(
-    _ what: String, seconds: Double = 20, sourceLocation: SourceLocation = #_sourceLocation,
-    _ condition: () -> Bool
-) async {
-    let deadline = ContinuousClock.now.advanced(by: .seconds(seconds))
-    var spins = 0
-    while !condition() {
-        if ContinuousClock.now >= deadline {
-            Issue.record("condition never held: \(what)", sourceLocation: sourceLocation)
-            return
-        }
-        spins += 1
-        if spins % 64 == 0 {
-            try? await Task.sleep(for: .milliseconds(1))
-        } else {
-            await Task.yield()
-        }
-    }
-}

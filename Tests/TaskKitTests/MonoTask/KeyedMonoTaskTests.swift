@@ -28,7 +28,7 @@ struct KeyedMonoTaskTests {
             for _ in 0..<100 {
                 group.addTask { try? await cache.value(for: 1) }
             }
-            await keyedEventually("99 callers merged") { cache.counters.merges == 99 }
+            await eventually("99 callers merged") { cache.counters.merges == 99 }
             recorder.open(1)
             return await group.reduce(into: [String?]()) { $0.append($1) }
         }
@@ -43,7 +43,7 @@ struct KeyedMonoTaskTests {
         let recorder = KeyedLoadRecorder(gated: [1])
         let cache = Self.make(recorder, ttl: .seconds(10), clock: clock)
         async let first = cache.value(for: 1)
-        await keyedEventually("load waiting") { recorder.waiting(1) == 1 }
+        await eventually("load waiting") { recorder.waiting(1) == 1 }
         clock.advance(by: .seconds(5))  // the load takes 5 s: the TTL starts when it ends
         recorder.open(1)
         #expect(try await first == "1#1")
@@ -61,7 +61,7 @@ struct KeyedMonoTaskTests {
         let cache = Self.make(recorder, ttl: .zero)
         async let a = cache.value(for: 1)
         async let b = cache.value(for: 1)
-        await keyedEventually("merged") { cache.counters.merges == 1 }
+        await eventually("merged") { cache.counters.merges == 1 }
         recorder.open(1)
         #expect(try await a == "1#1")
         #expect(try await b == "1#1")
@@ -76,7 +76,7 @@ struct KeyedMonoTaskTests {
         let cache = Self.make(recorder)
         async let a = cache.value(for: 1)
         async let b = cache.value(for: 1)
-        await keyedEventually("merged") { cache.counters.merges == 1 }
+        await eventually("merged") { cache.counters.merges == 1 }
         recorder.open(1)
         do { _ = try await a; Issue.record("a succeeded") } catch { #expect(error as? KeyedTestError == KeyedTestError(key: 1, attempt: 1)) }
         do { _ = try await b; Issue.record("b succeeded") } catch { #expect(error as? KeyedTestError == KeyedTestError(key: 1, attempt: 1)) }
@@ -124,11 +124,11 @@ struct KeyedMonoTaskTests {
         let recorder = KeyedLoadRecorder(gated: [1])
         let cache = Self.make(recorder)
         async let first = cache.value(for: 1)
-        await keyedEventually("first load") { recorder.waiting(1) == 1 }
+        await eventually("first load") { recorder.waiting(1) == 1 }
         async let forced = cache.value(for: 1, forceUpdate: true)
-        await keyedEventually("forced caller queued") { cache.counters.merges == 1 }
+        await eventually("forced caller queued") { cache.counters.merges == 1 }
         async let joiner = cache.value(for: 1)
-        await keyedEventually("plain caller joined") { cache.counters.merges == 2 }
+        await eventually("plain caller joined") { cache.counters.merges == 2 }
         #expect(recorder.maximumOverlap == 1)
         recorder.open(1)
         #expect(try await first == "1#1")
@@ -142,9 +142,9 @@ struct KeyedMonoTaskTests {
         let recorder = KeyedLoadRecorder(gated: [1])
         let cache = Self.make(recorder)
         async let forced = cache.value(for: 1, forceUpdate: true)
-        await keyedEventually("forced load") { recorder.waiting(1) == 1 }
+        await eventually("forced load") { recorder.waiting(1) == 1 }
         async let joiner = cache.value(for: 1)
-        await keyedEventually("joined") { cache.counters.merges == 1 }
+        await eventually("joined") { cache.counters.merges == 1 }
         recorder.open(1)
         #expect(try await forced == "1#1")
         #expect(try await joiner == "1#1")
@@ -158,7 +158,7 @@ struct KeyedMonoTaskTests {
         recorder.close(1)
         recorder.setFailing(1)
         async let forced = cache.value(for: 1, forceUpdate: true)
-        await keyedEventually("forced load") { recorder.waiting(1) == 1 }
+        await eventually("forced load") { recorder.waiting(1) == 1 }
         #expect(try await cache.value(for: 1) == "1#1")  // fresh value served meanwhile
         recorder.open(1)
         do { _ = try await forced; Issue.record("succeeded") } catch { #expect(error as? KeyedTestError == KeyedTestError(key: 1, attempt: 2)) }
@@ -169,9 +169,9 @@ struct KeyedMonoTaskTests {
         let recorder = KeyedLoadRecorder(gated: [1])
         let cache = Self.make(recorder)
         let leaving = Task { try await cache.value(for: 1) }
-        await keyedEventually("load waiting") { recorder.waiting(1) == 1 }
+        await eventually("load waiting") { recorder.waiting(1) == 1 }
         async let staying = cache.value(for: 1)
-        await keyedEventually("merged") { cache.counters.merges == 1 }
+        await eventually("merged") { cache.counters.merges == 1 }
         leaving.cancel()
         await #expect(throws: CancellationError.self) { try await leaving.value }
         #expect(cache.counters.callerCancellations == 1)
@@ -200,7 +200,7 @@ struct KeyedMonoTaskTests {
         recorder.setFailing(2)
         let cache = Self.make(recorder, retry: .count(count: 1, intervalProxy: .fixed(timeInterval: 60)), clock: clock)
         async let slow = cache.value(for: 1)
-        await keyedEventually("slow load") { recorder.waiting(1) == 1 }
+        await eventually("slow load") { recorder.waiting(1) == 1 }
         async let failing = cache.value(for: 2)  // fails, then waits 60 s to retry
         await clock.waitForSleepers(count: 1)
         #expect(try await cache.value(for: 3) == "3#1")
@@ -238,7 +238,7 @@ struct KeyedMonoTaskTests {
         async let a = cache.value(for: 1)
         async let b = cache.value(for: 2)
         async let c = cache.value(for: 3)
-        await keyedEventually("three loads") { recorder.totalStarted == 3 }
+        await eventually("three loads") { recorder.totalStarted == 3 }
         #expect(cache.count == 3)  // above the bound while loads are in flight
         #expect(cache.counters.evictions == 0)
         recorder.open(1)
@@ -312,11 +312,11 @@ struct KeyedMonoTaskTests {
         for _ in 0..<10 {
             #expect(try await cache.value(for: 1) == "1#1")  // stale, at once
         }
-        await keyedEventually("refresh started") { recorder.waiting(1) == 1 }
+        await eventually("refresh started") { recorder.waiting(1) == 1 }
         #expect(recorder.started(1) == 2)  // exactly one refresh
         #expect(cache.counters.staleHits == 10)
         recorder.open(1)
-        await keyedEventually("refreshed") { cache.cachedValue(for: 1) == "1#2" }
+        await eventually("refreshed") { cache.cachedValue(for: 1) == "1#2" }
         #expect(try await cache.value(for: 1) == "1#2")
         #expect(recorder.started(1) == 2)
     }
@@ -329,10 +329,10 @@ struct KeyedMonoTaskTests {
         recorder.setFailing(1)
         clock.advance(by: .seconds(11))
         #expect(try await cache.value(for: 1) == "1#1")
-        await keyedEventually("refresh failed") { cache.counters.failures == 1 }
+        await eventually("refresh failed") { cache.counters.failures == 1 }
         #expect(cache.cachedValue(for: 1) == "1#1")
         #expect(try await cache.value(for: 1) == "1#1")  // still served; a new refresh starts
-        await keyedEventually("second refresh failed") { cache.counters.failures == 2 }
+        await eventually("second refresh failed") { cache.counters.failures == 2 }
         clock.advance(by: .seconds(4))  // the window ends at 15 s
         #expect(cache.cachedValue(for: 1) == nil)
         await #expect(throws: KeyedTestError.self) { try await cache.value(for: 1) }
@@ -346,10 +346,10 @@ struct KeyedMonoTaskTests {
         recorder.close(1)
         clock.advance(by: .seconds(11))
         #expect(try await cache.value(for: 1) == "1#1")
-        await keyedEventually("refresh started") { recorder.waiting(1) == 1 }
+        await eventually("refresh started") { recorder.waiting(1) == 1 }
         clock.advance(by: .seconds(5))
         async let waiting = cache.value(for: 1)
-        await keyedEventually("joined the refresh") { cache.counters.merges == 1 }
+        await eventually("joined the refresh") { cache.counters.merges == 1 }
         recorder.open(1)
         #expect(try await waiting == "1#2")
         #expect(recorder.started(1) == 2)
@@ -361,7 +361,7 @@ struct KeyedMonoTaskTests {
         let recorder = KeyedLoadRecorder(gated: [1])
         let cache = Self.make(recorder)
         async let a = cache.value(for: 1)
-        await keyedEventually("load waiting") { recorder.waiting(1) == 1 }
+        await eventually("load waiting") { recorder.waiting(1) == 1 }
         cache.invalidate(1)
         #expect(cache.count == 0)
         recorder.open(1)
@@ -375,14 +375,14 @@ struct KeyedMonoTaskTests {
         let recorder = KeyedLoadRecorder(gated: [1])
         let cache = Self.make(recorder)
         let old = Task { try await cache.value(for: 1) }
-        await keyedEventually("old load") { recorder.waiting(1) == 1 }
+        await eventually("old load") { recorder.waiting(1) == 1 }
         cache.invalidate(1)
         let new = Task { try await cache.value(for: 1) }
-        await keyedEventually("new load") { recorder.waiting(1) == 2 }
+        await eventually("new load") { recorder.waiting(1) == 2 }
         #expect(cache.counters.loads == 2)
         // Cancelling a caller of the detached load still works.
         let leaving = Task { try await cache.value(for: 1) }  // joins the new load
-        await keyedEventually("joined") { cache.counters.merges == 1 }
+        await eventually("joined") { cache.counters.merges == 1 }
         leaving.cancel()
         await #expect(throws: CancellationError.self) { try await leaving.value }
         recorder.open(1)
@@ -397,13 +397,13 @@ struct KeyedMonoTaskTests {
         let recorder = KeyedLoadRecorder(gated: [1])
         let cache = Self.make(recorder)
         let leaving = Task { try await cache.value(for: 1) }
-        await keyedEventually("load waiting") { recorder.waiting(1) == 1 }
+        await eventually("load waiting") { recorder.waiting(1) == 1 }
         cache.invalidate(1)
         leaving.cancel()
         await #expect(throws: CancellationError.self) { try await leaving.value }
         #expect(cache.counters.callerCancellations == 1)
         recorder.open(1)
-        await keyedEventually("load over") { cache.inspect(\.loadsInFlight) == 0 }
+        await eventually("load over") { cache.inspect(\.loadsInFlight) == 0 }
         #expect(cache.count == 0)
     }
 
@@ -411,11 +411,11 @@ struct KeyedMonoTaskTests {
         let recorder = KeyedLoadRecorder(gated: [1])
         let cache = Self.make(recorder)
         async let first = cache.value(for: 1)
-        await keyedEventually("first load") { recorder.waiting(1) == 1 }
+        await eventually("first load") { recorder.waiting(1) == 1 }
         async let forced = cache.value(for: 1, forceUpdate: true)
-        await keyedEventually("forced queued") { cache.counters.merges == 1 }
+        await eventually("forced queued") { cache.counters.merges == 1 }
         cache.invalidate(1)
-        await keyedEventually("new load at once") { recorder.waiting(1) == 2 }
+        await eventually("new load at once") { recorder.waiting(1) == 2 }
         recorder.open(1)
         let (f, g) = try await (first, forced)
         #expect(f != g)
@@ -427,7 +427,7 @@ struct KeyedMonoTaskTests {
         let cache = Self.make(recorder)
         for key in 1...5 { _ = try await cache.value(for: key) }
         async let loading = cache.value(for: 9)
-        await keyedEventually("load waiting") { recorder.waiting(9) == 1 }
+        await eventually("load waiting") { recorder.waiting(9) == 1 }
         #expect(cache.count == 6)
         cache.invalidateAll()
         #expect(cache.count == 0)
@@ -446,11 +446,11 @@ struct KeyedMonoTaskTests {
         recorder.open(4)
         _ = try await cache.value(for: 4)  // cached
         async let inFlight = cache.value(for: 1)
-        await keyedEventually("load of 1") { recorder.waiting(1) == 1 }
+        await eventually("load of 1") { recorder.waiting(1) == 1 }
         recorder.setFailing(3)
         async let all = cache.values(for: [1, 2, 3, 4, 2])
         // 2 and 3 load in parallel: both wait at their gates at the same time.
-        await keyedEventually("2 and 3 loading together") { recorder.waiting(2) == 1 && recorder.waiting(3) == 1 }
+        await eventually("2 and 3 loading together") { recorder.waiting(2) == 1 && recorder.waiting(3) == 1 }
         for key in 1...3 { recorder.open(key) }
         let results = await all
         #expect(try await inFlight == "1#1")
@@ -466,14 +466,14 @@ struct KeyedMonoTaskTests {
         let recorder = KeyedLoadRecorder(gated: [1, 2])
         let cache = Self.make(recorder)
         let task = Task { await cache.values(for: [1, 2]) }
-        await keyedEventually("loads") { recorder.waiting(1) == 1 && recorder.waiting(2) == 1 }
+        await eventually("loads") { recorder.waiting(1) == 1 && recorder.waiting(2) == 1 }
         task.cancel()
         let results = await task.value
         #expect(throws: CancellationError.self) { try results[1]?.get() }
         #expect(throws: CancellationError.self) { try results[2]?.get() }
         recorder.open(1)
         recorder.open(2)
-        await keyedEventually("cached") { cache.cachedValue(for: 1) != nil && cache.cachedValue(for: 2) != nil }
+        await eventually("cached") { cache.cachedValue(for: 1) != nil && cache.cachedValue(for: 2) != nil }
     }
 
     // MARK: Callback form, cachedValue
@@ -485,9 +485,9 @@ struct KeyedMonoTaskTests {
         for _ in 0..<3 {
             cache.value(for: 1) { result in received.withLock { $0.append((try? result.get()) ?? "error") } }
         }
-        await keyedEventually("merged") { cache.counters.merges == 2 }
+        await eventually("merged") { cache.counters.merges == 2 }
         recorder.open(1)
-        await keyedEventually("delivered") { received.withLock { $0.count } == 3 }
+        await eventually("delivered") { received.withLock { $0.count } == 3 }
         cache.value(for: 1) { result in received.withLock { $0.append((try? result.get()) ?? "error") } }
         #expect(received.withLock { $0 } == ["1#1", "1#1", "1#1", "1#1"])  // the hit was delivered inline
         #expect(recorder.started(1) == 1)
@@ -499,7 +499,7 @@ struct KeyedMonoTaskTests {
         #expect(cache.cachedValue(for: 1) == nil)
         #expect(recorder.started(1) == 0)
         async let a = cache.value(for: 1)
-        await keyedEventually("loading") { recorder.waiting(1) == 1 }
+        await eventually("loading") { recorder.waiting(1) == 1 }
         #expect(cache.cachedValue(for: 1) == nil)
         recorder.open(1)
         _ = try await a

@@ -61,20 +61,20 @@ import TaskKitTestSupport
     }
 
     @Test func clearResultStrategies() async throws {
-        let gate = Gate()
+        let gate = TestGate()
         let task = MonoTask<Int>(resultExpireDuration: 60) {
             await gate.wait()
             return .success(1)
         }
         let waiter = Task { await task.asyncExecute() }
-        await monoEventually { task.isExecuting }
+        await eventually { task.isExecuting }
         task.clearResult(ongoingExecutionStrategy: .cancel)
         let outcome = await waiter.value
         #expect(throws: MonoTask<Int>.Errors.executionCancelledDueToClearResult) { try outcome.get() }
         gate.open()
         task.clearResult(ongoingExecutionStrategy: .allowCompletion)
         task.clearResult(ongoingExecutionStrategy: .restart, shouldRestartWhenIDLE: true)
-        await monoEventually { task.currentResult == 1 }
+        await eventually { task.currentResult == 1 }
     }
 
     @Test func retryCountAndItsNestedIntervalProxy() {

@@ -1,6 +1,7 @@
 import Dispatch
 import Testing
 @testable import TaskKit
+import TaskKitTestSupport
 
 /// Thousands of concurrent callers on a real `MonoTask` across every entry point, with
 /// `clearResult` in all strategies and caller cancellation mixed in. Asserts exactly-once
@@ -130,7 +131,7 @@ import Testing
             }
         }
         await callbacksDelivered.wait(untilAtLeast: callbacksExpected.value)
-        await monoEventually { !task.isExecuting && overlap.active == 0 }
+        await eventually { !task.isExecuting && overlap.active == 0 }
         // Flush the serial callback queue: a second delivery would have been queued by now.
         await withCheckedContinuation { continuation in callbackQueue.async { continuation.resume() } }
 
@@ -145,7 +146,7 @@ import Testing
     }
 
     @Test func cancellingEveryCallerNeverLosesOrDuplicatesAResumption() async {
-        let gate = MonoGate()
+        let gate = TestGate()
         let task = MonoTask<Int>(resultExpireDuration: 60, clock: ContinuousClock()) {
             await gate.wait()
             return .success(1)

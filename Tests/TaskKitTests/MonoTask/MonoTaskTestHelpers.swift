@@ -6,31 +6,6 @@ import Testing
 // Helpers for the MonoTask suites. Names carry a `Mono` prefix: other components' suites share
 // this test module.
 
-/// A gate that task blocks wait on until the test opens it (not cancellable on purpose).
-final class MonoGate: Sendable {
-    private let state = LockedState<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func wait() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let resumeNow = state.withLock { state -> Bool in
-                if state.open { return true }
-                state.waiters.append(continuation)
-                return false
-            }
-            if resumeNow { continuation.resume() }
-        }
-    }
-
-    func open() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.open = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-}
-
 /// A counter that tests can wait on.
 final class MonoCounter: Sendable {
     private let state = LockedState<(value: Int, waiters: [(Int, CheckedContinuation<Void, Never>)])>((0, []))
@@ -71,28 +46,6 @@ final class MonoOverlap: Sendable {
     func leave() { state.withLock { $0.active -= 1 } }
     var maximum: Int { state.withLock { $0.maximum } }
     var active: Int { state.withLock { $0.active } }
-}
-
-/// Polls `condition` (yielding) until it holds; waits on the library's own state. A condition still
-/// false after `limit` of real time (only when a test is broken) fails the test instead of hanging it.
-func monoEventually(
-    within limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation,
-    _ condition: () -> Bool
-) async {
-    let deadline = ContinuousClock.now.advanced(by: limit)
-    var spins = 0
-    while !condition() {
-        guard ContinuousClock.now < deadline else {
-            Issue.record("condition still false after \(limit)", sourceLocation: sourceLocation)
-            return
-        }
-        spins += 1
-        if spins % 64 == 0 {
-            try? await Task.sleep(for: .milliseconds(1))  // be kind to a loaded 2-core machine
-        } else {
-            await Task.yield()
-        }
-    }
 }
 
 /// A serial executor that counts the jobs enqueued on it: a hop back to an actor shows up here.

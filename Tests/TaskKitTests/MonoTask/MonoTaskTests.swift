@@ -38,7 +38,7 @@ import TaskKitTestSupport
     }
 
     @Test func zeroTTLCachesNothingButMergesConcurrentCallers() async throws {
-        let gate = MonoGate()
+        let gate = TestGate()
         let runs = MonoCounter()
         let task = MonoTask<Int>(resultExpireDuration: 0, clock: ManualClock()) {
             let run = runs.increment()
@@ -47,7 +47,7 @@ import TaskKitTestSupport
         }
         async let a = task.asyncExecute()
         async let b = task.asyncExecute()
-        await monoEventually { task.counters.mergedCallers == 1 }
+        await eventually { task.counters.mergedCallers == 1 }
         gate.open()
         #expect(try await a.get() == 1)
         #expect(try await b.get() == 1)
@@ -56,7 +56,7 @@ import TaskKitTestSupport
     }
 
     @Test func manyConcurrentCallersShareOneExecution() async throws {
-        let gate = MonoGate()
+        let gate = TestGate()
         let runs = MonoCounter()
         let task = MonoTask<Int>(resultExpireDuration: 60, clock: ManualClock()) {
             let run = runs.increment()
@@ -67,7 +67,7 @@ import TaskKitTestSupport
             for _ in 0..<200 {
                 group.addTask { try? await task.executeThrows() }
             }
-            await monoEventually { task.counters.mergedCallers == 199 }
+            await eventually { task.counters.mergedCallers == 199 }
             gate.open()
             return await group.reduce(into: [Int?]()) { $0.append($1) }
         }
@@ -106,14 +106,14 @@ import TaskKitTestSupport
 
     @Test func theFinalFailureGoesToEveryWaiterAndIsNotCached() async throws {
         let attempts = MonoCounter()
-        let gate = MonoGate()
+        let gate = TestGate()
         let task = MonoTask<Int>(retry: 2, resultExpireDuration: 60, clock: ManualClock()) {
             await gate.wait()
             return .failure(MonoTestError(attempt: attempts.increment()))
         }
         async let a = task.asyncExecute()
         async let b = task.asyncExecute()
-        await monoEventually { task.counters.mergedCallers == 1 }
+        await eventually { task.counters.mergedCallers == 1 }
         gate.open()
         let (ra, rb) = await (a, b)
         // Both see the third attempt's error, never an intermediate one.
@@ -128,7 +128,7 @@ import TaskKitTestSupport
     @Test func forceUpdateChainsAFreshRunAfterTheCurrentOneNeverBesideIt() async throws {
         let overlap = MonoOverlap()
         let entered = MonoCounter()
-        let gates = [MonoGate(), MonoGate()]
+        let gates = [TestGate(), TestGate()]
         let task = MonoTask<Int>(resultExpireDuration: 60, clock: ManualClock()) {
             overlap.enter()
             defer { overlap.leave() }
@@ -139,7 +139,7 @@ import TaskKitTestSupport
         async let first = task.asyncExecute()
         await entered.wait(untilAtLeast: 1)
         async let forced = task.asyncExecute(forceUpdate: true)
-        await monoEventually { task.counters.mergedCallers == 1 }
+        await eventually { task.counters.mergedCallers == 1 }
         #expect(entered.value == 1)  // the forced call did not start a second run beside the first
         gates[0].open()
         #expect(try await first.get() == 1)
@@ -178,7 +178,7 @@ import TaskKitTestSupport
         }
         async let a = task.asyncExecute()
         async let b = task.asyncExecute()
-        await monoEventually { task.counters.mergedCallers == 1 }
+        await eventually { task.counters.mergedCallers == 1 }
         await clock.waitForSleepers(count: 1)
         task.clearResult(ongoingExecutionStrategy: .cancel)
         let (ra, rb) = await (a, b)
@@ -203,7 +203,7 @@ import TaskKitTestSupport
         task.clearResult(ongoingExecutionStrategy: .cancel)
         let waited = await waiting
         #expect(throws: MonoTask<Int>.Errors.executionCancelledDueToClearResult) { try waited.get() }
-        await monoEventually { clock.sleeperCount == 0 }  // the backoff sleep was cancelled
+        await eventually { clock.sleeperCount == 0 }  // the backoff sleep was cancelled
         clock.advance(by: .seconds(10))
         #expect(attempts.value == 1)
         #expect(!task.isExecuting)
@@ -216,7 +216,7 @@ import TaskKitTestSupport
     @Test func afterClearCancelTheNextRunWaitsForTheCancelledBlockToReturn() async throws {
         let overlap = MonoOverlap()
         let entered = MonoCounter()
-        let gate = MonoGate()
+        let gate = TestGate()
         let task = MonoTask<Int>(resultExpireDuration: 60, clock: ManualClock()) {
             overlap.enter()
             defer { overlap.leave() }
@@ -230,7 +230,7 @@ import TaskKitTestSupport
         let firstResult = await first
         #expect(throws: MonoTask<Int>.Errors.executionCancelledDueToClearResult) { try firstResult.get() }
         async let second = task.asyncExecute()
-        await monoEventually { task.isExecuting }
+        await eventually { task.isExecuting }
         #expect(entered.value == 1)
         gate.open()
         #expect(try await second.get() == 2)
@@ -239,7 +239,7 @@ import TaskKitTestSupport
 
     @Test func clearRestartDeliversTheFreshResultToOldAndNewWaiters() async throws {
         let entered = MonoCounter()
-        let gates = [MonoGate(), MonoGate()]
+        let gates = [TestGate(), TestGate()]
         let task = MonoTask<Int>(resultExpireDuration: 60, clock: ManualClock()) {
             let run = entered.increment()
             await gates[run - 1].wait()
@@ -250,7 +250,7 @@ import TaskKitTestSupport
         task.clearResult(ongoingExecutionStrategy: .restart)
         #expect(entered.value == 1)  // not started immediately
         async let new = task.asyncExecute()
-        await monoEventually { task.counters.mergedCallers == 1 }
+        await eventually { task.counters.mergedCallers == 1 }
         gates[0].open()
         await entered.wait(untilAtLeast: 2)
         gates[1].open()
@@ -260,7 +260,7 @@ import TaskKitTestSupport
     }
 
     @Test func clearAllowCompletionLetsTheRunFinishAndCache() async throws {
-        let gate = MonoGate()
+        let gate = TestGate()
         let entered = MonoCounter()
         let task = MonoTask<Int>(resultExpireDuration: 60, clock: ManualClock()) {
             let run = entered.increment()
@@ -276,7 +276,7 @@ import TaskKitTestSupport
     }
 
     @Test func restartWhenIdleStartsARunThatLaterCallersJoin() async throws {
-        let gate = MonoGate()
+        let gate = TestGate()
         let entered = MonoCounter()
         let task = MonoTask<Int>(resultExpireDuration: 60, clock: ManualClock()) {
             let run = entered.increment()
@@ -288,7 +288,7 @@ import TaskKitTestSupport
         #expect(task.isExecuting)
         #expect(task.currentResult == nil)
         async let late = task.asyncExecute()
-        await monoEventually { task.counters.mergedCallers == 1 }
+        await eventually { task.counters.mergedCallers == 1 }
         gate.open()
         #expect(try await late.get() == 2)
         #expect(entered.value == 2)
@@ -297,14 +297,14 @@ import TaskKitTestSupport
     // MARK: Caller cancellation
 
     @Test func aCancelledCallerResumesAtOnceWhileTheRunGoesOn() async throws {
-        let gate = MonoGate()
+        let gate = TestGate()
         let task = MonoTask<Int>(resultExpireDuration: 60, clock: ManualClock()) {
             await gate.wait()
             return .success(5)
         }
         let leaver = Task { await task.asyncExecute() }
         async let stayer = task.asyncExecute()
-        await monoEventually { task.counters.mergedCallers == 1 }
+        await eventually { task.counters.mergedCallers == 1 }
         leaver.cancel()
         let left = await leaver.value
         #expect(throws: CancellationError.self) { try left.get() }
@@ -334,7 +334,7 @@ import TaskKitTestSupport
         let key = DispatchSpecificKey<String>()
         let callbackQueue = DispatchQueue(label: "mono.callbacks")
         callbackQueue.setSpecific(key: key, value: "callbacks")
-        let gate = MonoGate()
+        let gate = TestGate()
         let task = MonoTask<Int>(resultExpireDuration: 60, callbackQueue: callbackQueue, clock: ManualClock()) {
             await gate.wait()
             return .success(1)
@@ -375,7 +375,7 @@ import TaskKitTestSupport
     }
 
     @Test func aMonoTaskReleasedWhileExecutingStillDelivers() async throws {
-        let gate = MonoGate()
+        let gate = TestGate()
         let delivered = MonoCounter()
         weak var weakTask: MonoTask<Int>?
         do {
@@ -394,7 +394,7 @@ import TaskKitTestSupport
         #expect(weakTask != nil)  // the run keeps it alive
         gate.open()
         await delivered.wait(untilAtLeast: 1)
-        await monoEventually { weakTask == nil }  // and lets it go afterwards
+        await eventually { weakTask == nil }  // and lets it go afterwards
     }
 
     // MARK: Stale-while-revalidate and counters
@@ -402,7 +402,7 @@ import TaskKitTestSupport
     @Test func staleWhileRevalidateServesTheOldValueAndRefreshesInTheBackground() async throws {
         let clock = ManualClock()
         let runs = MonoCounter()
-        let gate = MonoGate()
+        let gate = TestGate()
         let task = MonoTask<Int>(resultExpireDuration: 60, refreshAfter: 10, clock: clock) {
             let run = runs.increment()
             if run == 2 { await gate.wait() }
@@ -414,7 +414,7 @@ import TaskKitTestSupport
         #expect(task.isExecuting)  // the refresh runs
         #expect(try await task.executeThrows() == 1)  // no second refresh
         gate.open()
-        await monoEventually { !task.isExecuting }
+        await eventually { !task.isExecuting }
         #expect(task.currentResult == 2)
         let counters = task.counters
         #expect(counters.executions == 2)

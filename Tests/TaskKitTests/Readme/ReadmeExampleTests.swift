@@ -2,6 +2,7 @@ import Foundation
 import Observation
 import Testing
 import TaskKit
+import TaskKitTestSupport
 
 // The README's quick starts, with a fake `api`, so they are known to compile and do what the
 // README says.
@@ -80,7 +81,7 @@ struct ReadmeExampleTests {
         model.queryChanged("sw")
         model.queryChanged("swift")
         #expect(model.isSearching)
-        while model.isSearching { await Task.yield(); try? await Task.sleep(for: .milliseconds(5)) }
+        await eventually("the search finished", pollingEvery: .milliseconds(5)) { !model.isSearching }
         #expect(model.results == ["swift 1", "swift 2"])
     }
 

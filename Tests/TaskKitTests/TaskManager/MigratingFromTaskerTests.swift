@@ -18,7 +18,7 @@ import TaskKitTestSupport
     /// The README's `DecodeImage`, recording `didCancel`.
     final class DecodeImage: ManagedTask {
         let cancellations = TaskManagerTestLog<String>()
-        let started = TaskManagerTestGate()
+        let started = TestGate()
         func execute() async throws -> Int {
             await started.wait()
             try await Task.sleep(for: .seconds(3600))

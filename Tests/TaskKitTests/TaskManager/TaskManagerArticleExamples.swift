@@ -181,7 +181,7 @@ enum TaskManagerArticleExamples {
             analytics.add(task: Example.AnalyticsEvent(name: "screen_view_\(index)") { sent.append($0) })
         }
         // Events 1–10 went out in two batches of five; 11 and 12 are held.
-        await tmEventually("two batches sent") { sent.count == 10 }
+        await eventually("two batches sent") { sent.count == 10 }
         #expect(handles[10].state == .pending)
         #expect(handles[11].state == .pending)
         #expect(Set(sent.all) == Set((1...10).map { "screen_view_\($0)" }))

@@ -65,7 +65,7 @@ import TaskKitTestSupport
     @Test func anyTaskFromTaskRunsTheWrappedTaskAndForwardsItsDeadlineAndCancellation() async throws {
         let clock = ManualClock()
         let manager = TaskManager(clock: clock)
-        let gate = TaskManagerTestGate()
+        let gate = TestGate()
         let wrapped = TaskManagerTestTask<Int>("wrapped", timeout: .seconds(2)) { _ in
             await gate.wait()
             try Task.checkCancellation()
@@ -88,7 +88,7 @@ import TaskKitTestSupport
     @Test func anyTaskWithATimeoutTimesOutOnTheManagersClock() async throws {
         let clock = ManualClock()
         let manager = TaskManager(clock: clock)
-        let release = TaskManagerTestGate()
+        let release = TestGate()
         let cancelled = TaskManagerTestLog<Int>()
         let task = AnyTask<Int>(timeout: .seconds(1)) {
             await withTaskCancellationHandler {
@@ -104,7 +104,7 @@ import TaskKitTestSupport
         await clock.waitForSleepers(count: 1)
         clock.advance(by: .seconds(1))
         #expect(tmDescribe(await outcome.result) == "timedOut")
-        await tmEventually("the work was cancelled") { cancelled.count == 1 }
+        await eventually("the work was cancelled") { cancelled.count == 1 }
     }
 
     @Test func invalidAnyTaskTimeoutIsRejectedNamingTheParameter() async {
@@ -128,8 +128,8 @@ import TaskKitTestSupport
     @Test func valueWithATimeoutFailsWithTimedOutAndCancelsTheWork() async throws {
         let clock = ManualClock()
         let manager = TaskManager(clock: clock)
-        let cancelled = TaskManagerTestGate()
-        let started = TaskManagerTestGate()
+        let cancelled = TestGate()
+        let started = TestGate()
         let outcome = Task { () async throws -> Int in
           try await manager.value(timeout: .milliseconds(500)) {
             started.open()
@@ -202,7 +202,7 @@ import TaskKitTestSupport
             done(9)
         }
         #expect(value == 9)
-        await tmEventually("timer gone") { clock.sleeperCount == 0 }
+        await eventually("timer gone") { clock.sleeperCount == 0 }
     }
 
     @Test func invalidAwaitCallbackTimeoutIsRejectedNamingTheParameter() async {

@@ -23,7 +23,7 @@ import TaskKitTestSupport
                 done.record(tag, result)
             }
         }
-        let gate = TaskManagerTestGate()
+        let gate = TestGate()
         manager.add(task: TaskManagerTestTask<Int>("ok") { _ in 1 }, completeOn: queue, completion: completion(1))
         manager.add(
             task: TaskManagerTestTask<Int>("failed") { _ in throw TaskManagerTestError(code: 9) },
@@ -64,7 +64,7 @@ import TaskKitTestSupport
             finished.withLock { $0 = true }
         }
         // The task itself has finished; its completion waits on the suspended queue.
-        await tmEventually("task finished, waiter stored") {
+        await eventually("task finished, waiter stored") {
             manager.inspect { $0.unfinishedCount == 0 && $0.waiterCount == 1 }
         }
         #expect(manager.inspect { $0.pendingDeliveries } == 1)
@@ -98,14 +98,14 @@ import TaskKitTestSupport
         managerBox.withLock { $0 = manager }
         defer { managerBox.withLock { $0 = nil } }  // the box and the manager hold each other
         let done = TaskManagerTestCompletions<Int>()
-        let gate = TaskManagerTestGate()
+        let gate = TestGate()
 
         final class TaskManagerReentrantTask: ManagedTask, TaskManagerTestNamed {
             typealias SuccessValue = Int
             let name: String
-            let gate: TaskManagerTestGate
+            let gate: TestGate
             let reenter: @Sendable () -> Void
-            init(_ name: String, gate: TaskManagerTestGate, reenter: @escaping @Sendable () -> Void) {
+            init(_ name: String, gate: TestGate, reenter: @escaping @Sendable () -> Void) {
                 self.name = name
                 self.gate = gate
                 self.reenter = reenter

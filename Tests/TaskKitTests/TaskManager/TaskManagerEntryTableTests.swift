@@ -1,20 +1,9 @@
 import Testing
 @testable import TaskKit
+import TaskKitTestSupport
 
 /// The sliding-window table behind TaskManager's state machine, against a dictionary model.
 @Suite struct TaskManagerEntryTableTests {
-    /// A deterministic generator (SplitMix64), so a failure reproduces.
-    struct Generator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     @Test func emptyTableHasNoEntries() {
         var table = TaskEntryTable<String>()
         #expect(table.isEmpty)
@@ -67,7 +56,7 @@ import Testing
 
     @Test func randomOperationsMatchADictionary() {
         for seed: UInt64 in [1, 2, 3, 42, 1234] {
-            var generator = Generator(state: seed)
+            var generator = SeededRandomNumberGenerator(seed: seed)  // a failure reproduces
             var table = TaskEntryTable<Int>()
             var model: [Int: Int] = [:]
             var nextID = 1

@@ -40,10 +40,10 @@ import TaskKitTestSupport
 
     @Test func requestsFailingWithAnExpiredTokenAreRequeuedAfterOneRefresh() async throws {
         let tokens = TaskManagerTestTokenStore(token: "expired")
-        let refreshGate = TaskManagerTestGate()
+        let refreshGate = TestGate()
         let refresher = TaskManagerTestRefreshReactor(tokens: tokens) { await refreshGate.wait() }
         let manager = TaskManager(reactors: [refresher])
-        let firstRunGate = TaskManagerTestGate()
+        let firstRunGate = TestGate()
         let done = TaskManagerTestCompletions<Int>()
         var requests: [TaskManagerTestRequest] = []
         // Twenty requests all execute with the expired token before any of them fails.
@@ -55,12 +55,12 @@ import TaskKitTestSupport
         await firstRunGate.waitForArrivals(20)
         firstRunGate.open()
         // One refresh; the nineteen other failures join it instead of starting another.
-        await tmEventually("all failures joined the refresh") {
+        await eventually("all failures joined the refresh") {
             manager.inspect { $0.reactionTasks(of: 0).count } == 20
         }
         // The reactor's `execute` starts on its own task: joining the reaction (above) can come
         // first. Wait for it to start, then check that it is the only one.
-        await tmEventually("the refresh started") { refresher.runs.count >= 1 }
+        await eventually("the refresh started") { refresher.runs.count >= 1 }
         #expect(refresher.runs.count == 1)
         #expect(manager.inspect { $0.isSuspended })
         // Requests added during the refresh wait (suspendsTaskQueue) and are not executed yet.
@@ -116,7 +116,7 @@ import TaskKitTestSupport
         }
         let manager = TaskManager(reactors: [refresher], clock: clock)
         let done = TaskManagerTestCompletions<Int>()
-        let firstRunGate = TaskManagerTestGate()
+        let firstRunGate = TestGate()
         let requests = (0..<3).map { _ in TaskManagerTestRequest(tokens: tokens, firstRunGate: firstRunGate) }
         for (index, request) in requests.enumerated() {
             manager.add(task: request, completion: done.callback(index))
@@ -125,7 +125,7 @@ import TaskKitTestSupport
         firstRunGate.open()
         // The reaction's timer and its work both sleep on the clock.
         await clock.waitForSleepers(count: 2)
-        await tmEventually("all three joined") { manager.inspect { $0.reactionTasks(of: 0).count } == 3 }
+        await eventually("all three joined") { manager.inspect { $0.reactionTasks(of: 0).count } == 3 }
         clock.advance(by: .seconds(4))
         #expect(done.count == 0)
         clock.advance(by: .seconds(1))
@@ -138,7 +138,7 @@ import TaskKitTestSupport
             #expect(ObjectIdentifier(type) == ObjectIdentifier(TaskManagerTestRefreshReactor.self))
         }
         #expect(requests.allSatisfy { $0.cancellations.all.count == 1 })
-        await tmEventually("the reaction's work was cancelled") { observed.count == 1 }
+        await eventually("the reaction's work was cancelled") { observed.count == 1 }
         #expect(observed.all == ["CancellationError"])
         #expect(tokens.token == "expired")
         await manager.waitTillAllTasksFinished()
@@ -235,11 +235,11 @@ final class TaskManagerTestTokenStore: Sendable {
 final class TaskManagerTestRequest: ManagedTask {
     typealias SuccessValue = Int
     let tokens: TaskManagerTestTokenStore
-    let firstRunGate: TaskManagerTestGate?
+    let firstRunGate: TestGate?
     let attempts = TaskManagerTestLog<String>()
     let cancellations = TaskManagerTestLog<String>()
 
-    init(tokens: TaskManagerTestTokenStore, firstRunGate: TaskManagerTestGate?) {
+    init(tokens: TaskManagerTestTokenStore, firstRunGate: TestGate?) {
         self.tokens = tokens
         self.firstRunGate = firstRunGate
     }

@@ -112,6 +112,6 @@ import TaskKitTestSupport
             }
         }
         #expect(manager.inspect { $0.isIdle })
-        await tmEventually("every timer and sleeping body was cancelled") { clock.sleeperCount == 0 }
+        await eventually("every timer and sleeping body was cancelled") { clock.sleeperCount == 0 }
     }
 }

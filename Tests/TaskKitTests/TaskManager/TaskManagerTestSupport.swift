@@ -2,60 +2,6 @@ import Dispatch
 import Testing
 @testable import TaskKit
 
-/// A one-shot signal a test opens; any number of tasks await it.
-final class TaskManagerTestGate: Sendable {
-    private struct State {
-        var isOpen = false
-        var waiters: [CheckedContinuation<Void, Never>] = []
-        var arrived = 0
-        var arrivalWatchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
-    }
-
-    private let state = LockedState(State())
-
-    init() {}
-
-    /// Suspends until the gate opens.
-    func wait() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let (resume, watchers) = state.withLock { state -> (Bool, [CheckedContinuation<Void, Never>]) in
-                state.arrived += 1
-                let arrived = state.arrived
-                let ready = state.arrivalWatchers.filter { $0.count <= arrived }.map(\.continuation)
-                state.arrivalWatchers.removeAll { $0.count <= arrived }
-                if state.isOpen { return (true, ready) }
-                state.waiters.append(continuation)
-                return (false, ready)
-            }
-            for watcher in watchers { watcher.resume() }
-            if resume { continuation.resume() }
-        }
-    }
-
-    /// Suspends until at least `count` calls of ``wait()`` have arrived (in total).
-    func waitForArrivals(_ count: Int) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ready = state.withLock { state -> Bool in
-                if state.arrived >= count { return true }
-                state.arrivalWatchers.append((count, continuation))
-                return false
-            }
-            if ready { continuation.resume() }
-        }
-    }
-
-    var arrivals: Int { state.withLock { $0.arrived } }
-
-    func open() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.isOpen = true
-            defer { state.waiters.removeAll() }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-}
-
 /// A thread-safe list of events.
 final class TaskManagerTestLog<Element: Sendable>: Sendable {
     private let items = LockedState<[Element]>([])
@@ -166,17 +112,6 @@ func tmDescribe<V>(_ result: Result<V, any Error>?) -> String {
     case .failure(let error as TaskError)?: return tmDescribe(error)
     case .failure(let error)?: return "failure(\(error))"
     }
-}
-
-/// Yields until `condition` holds. Outcome-deterministic: it waits for a state, never for a time.
-func tmEventually(
-    _ what: String = "", _ condition: () -> Bool, sourceLocation: SourceLocation = #_sourceLocation
-) async {
-    for _ in 0..<2_000_000 {
-        if condition() { return }
-        await Task.yield()
-    }
-    Issue.record("condition never held: \(what)", sourceLocation: sourceLocation)
 }
 
 extension TaskManager {

@@ -107,8 +107,8 @@ import TaskKitTestSupport
 
     @Test func cancelRunsDidCancelThenCompletesOnceAndDropsTheLateResult() async throws {
         let manager = TaskManager()
-        let gate = TaskManagerTestGate()
-        let returned = TaskManagerTestGate()
+        let gate = TestGate()
+        let returned = TestGate()
         let done = TaskManagerTestCompletions<Int>()
         let task = TaskManagerTestTask<Int> { _ in
             await gate.wait()  // ignores cancellation on purpose
@@ -154,7 +154,7 @@ import TaskKitTestSupport
         await clock.waitForSleepers(count: 1)
         handle.cancel()
         await done.waitFor(1)
-        await tmEventually("body saw cancellation") { observed.count == 1 }
+        await eventually("body saw cancellation") { observed.count == 1 }
         #expect(observed.all == ["CancellationError"])
         #expect(tmDescribe(done.result(0)) == "cancelled")
     }
@@ -182,7 +182,7 @@ import TaskKitTestSupport
         await clock.waitForSleepers(count: 1)
         handle.cancel()
         await done.waitFor(1)
-        await tmEventually("delay timer cancelled") { clock.sleeperCount == 0 }
+        await eventually("delay timer cancelled") { clock.sleeperCount == 0 }
         clock.advance(by: .seconds(20))
         await manager.waitTillAllTasksFinished()
         #expect(task.executions.count == 0)
@@ -215,7 +215,7 @@ import TaskKitTestSupport
         clock.advance(by: .seconds(1))
         await done.waitFor(1)
         #expect(tmDescribe(done.result(0)) == "timedOut")
-        await tmEventually("body cancelled") { observed.count == 1 }
+        await eventually("body cancelled") { observed.count == 1 }
         #expect(done.count == 1)
     }
 
@@ -247,7 +247,7 @@ import TaskKitTestSupport
         let clock = ManualClock()
         let manager = TaskManager(clock: clock)
         let done = TaskManagerTestCompletions<Int>()
-        let gate = TaskManagerTestGate()
+        let gate = TestGate()
         let task = TaskManagerTestTask<Int> { _ in
             await gate.wait()
             return 1
@@ -270,14 +270,14 @@ import TaskKitTestSupport
         let manager = TaskManager(clock: clock)
         let value = try await manager.value(of: TaskManagerTestTask<Int> { _ in 8 }, timeout: .seconds(5))
         #expect(value == 8)
-        await tmEventually("deadline timer cancelled") { clock.sleeperCount == 0 }
+        await eventually("deadline timer cancelled") { clock.sleeperCount == 0 }
     }
 
     // MARK: value(of:)
 
     @Test func cancellingTheAwaitingSwiftTaskCancelsTheManagedTask() async throws {
         let manager = TaskManager()
-        let gate = TaskManagerTestGate()
+        let gate = TestGate()
         let task = TaskManagerTestTask<Int> { _ in
             await gate.wait()
             return 1
@@ -354,7 +354,7 @@ import TaskKitTestSupport
             name == "held" || name == "release" ? .execute : .forceExecute
         }
         let firstRun = LockedState(true)
-        let reaction = TaskManagerTestGate()
+        let reaction = TestGate()
         let reactor = TaskManagerTestReactor(ReactorConfiguration(requeuesTask: true)) { _, name in
             name == "requeued" && firstRun.withLock { first in defer { first = false }; return first }
         } work: { _ in
@@ -376,7 +376,7 @@ import TaskKitTestSupport
             await manager.waitTillAllTasksFinished()
             finished.withLock { $0 = true }
         }
-        await tmEventually("waiter stored") { manager.inspect { $0.waiterCount == 1 } }
+        await eventually("waiter stored") { manager.inspect { $0.waiterCount == 1 } }
         #expect(manager.inspect { $0.unfinishedCount } == 3)
         reaction.open()
         await done.waitFor(1)
@@ -399,10 +399,10 @@ import TaskKitTestSupport
 
     @Test func waitTillAllTasksFinishedReturnsWhenItsSwiftTaskIsCancelled() async throws {
         let manager = TaskManager()
-        let gate = TaskManagerTestGate()
+        let gate = TestGate()
         manager.add(task: TaskManagerTestTask<Int> { _ in await gate.wait(); return 1 })
         let waiter = Task { await manager.waitTillAllTasksFinished() }
-        await tmEventually("waiter stored") { manager.inspect { $0.waiterCount == 1 } }
+        await eventually("waiter stored") { manager.inspect { $0.waiterCount == 1 } }
         waiter.cancel()
         await waiter.value
         #expect(manager.inspect { $0.waiterCount } == 0)
@@ -455,7 +455,7 @@ import TaskKitTestSupport
 
     @Test func maximumConcurrencyIsHonoured() async throws {
         let manager = TaskManager(maxConcurrentTasks: 3)
-        let gate = TaskManagerTestGate()
+        let gate = TestGate()
         let current = LockedState((now: 0, peak: 0))
         let done = TaskManagerTestCompletions<Int>()
         for index in 0..<30 {

@@ -1,6 +1,7 @@
 import Observation
 import Testing
 import TaskKit
+import TaskKitTestSupport
 
 /// The TaskStore blog's and published package's examples in their TaskKit form, one test per row
 /// of "Migrating from TaskStore" (TaskKit.docc/MigratingFromTaskStore.md).
@@ -10,7 +11,7 @@ import TaskKit
         enum TaskKey: Hashable { case doThing, viewTask }
         var someText = ""
         let taskStore = TaskStore<TaskKey>()
-        let gate = Gate()
+        let gate = TestGate()
 
         var doThingButtonEnabled: Bool { !taskStore.taskIsRunning(forKey: .doThing) }
         var showCancelButton: Bool { taskStore.taskIsRunning(forKey: .doThing) }
@@ -63,7 +64,7 @@ import TaskKit
         // `.task { await model.viewTask().cancellableValue }`: cancelling the awaiting task
         // cancels the store's task.
         let model = MyModel()
-        let view = model.taskStore.addTask(forKey: .viewTask) { await Gate().waitOrCancel() }
+        let view = model.taskStore.addTask(forKey: .viewTask) { await TestGate().waitOrCancel() }
         let outer = Task { await view.cancellableValue }
         #expect(model.taskStore.taskIsRunning(forKey: .viewTask))
         outer.cancel()
@@ -75,11 +76,11 @@ import TaskKit
     @Test func duplicateKeyBehaviours() async {
         let store = TaskStore<String>()
         let log = Recorder()
-        let gate = Gate()
+        let gate = TestGate()
         store.addTask(forKey: "save") { await gate.wait(); log.record("first save") }
         store.addTask(forKey: "save", duplicateKeyBehavior: .wait) { log.record("second save") }
         let kept = store.addTask(forKey: "save", duplicateKeyBehavior: .preferPrevious) { log.record("never") }
-        store.addTask(forKey: "search") { await Gate().waitOrCancel(); log.record("stale search \(Task.isCancelled)") }
+        store.addTask(forKey: "search") { await TestGate().waitOrCancel(); log.record("stale search \(Task.isCancelled)") }
         store.addTask(forKey: "search", duplicateKeyBehavior: .cancelPrevious(wait: false)) { log.record("search") }
         store.addTask(forKey: "log", duplicateKeyBehavior: .runConcurrently) { await gate.wait() }
         store.addTask(forKey: "log", duplicateKeyBehavior: .runConcurrently) { await gate.wait() }
@@ -97,7 +98,7 @@ import TaskKit
 
     @Test func runningTaskCountAndKeys() async {
         let store = TaskStore<Int>()
-        let gate = Gate()
+        let gate = TestGate()
         let a = store.addTask(forKey: 1) { await gate.wait() }
         let b = store.addTask(forKey: 1, duplicateKeyBehavior: .runConcurrently) { await gate.wait() }
         #expect(store.runningTaskCount == 2)

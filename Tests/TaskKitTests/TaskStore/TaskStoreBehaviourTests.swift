@@ -1,5 +1,6 @@
 import Testing
 import TaskKit
+import TaskKitTestSupport
 
 /// The five duplicate-key behaviours, identity, cancellation and the value-returning overload,
 /// on the main actor (the SwiftUI case). Ordering is forced with gates, never with sleeps.
@@ -10,7 +11,7 @@ import TaskKit
 
     /// An operation that logs its start, waits for `gate` (ignoring cancellation), then logs its
     /// end and whether it was cancelled.
-    func op(_ name: String, _ gate: Gate) -> @Sendable () async -> Void {
+    func op(_ name: String, _ gate: TestGate) -> @Sendable () async -> Void {
         { [log] in
             log.record("\(name) start")
             await gate.wait()
@@ -19,7 +20,7 @@ import TaskKit
     }
 
     @Test func cancelPreviousWithoutWaitingCancelsAndStartsImmediately() async {
-        let gateA = Gate(), gateB = Gate()
+        let gateA = TestGate(), gateB = TestGate()
         let a = store.addTask(forKey: "k", operation: op("A", gateA))
         await log.waitForEvents(count: 1)
         let b = store.addTask(forKey: "k", operation: op("B", gateB))  // default behaviour
@@ -37,7 +38,7 @@ import TaskKit
     }
 
     @Test func cancelPreviousAndWaitStartsOnlyAfterTheCancelledTaskFinished() async {
-        let gateA = Gate(), gateB = Gate()
+        let gateA = TestGate(), gateB = TestGate()
         let a = store.addTask(forKey: "k", operation: op("A", gateA))
         await log.waitForEvents(count: 1)
         let b = store.addTask(forKey: "k", duplicateKeyBehavior: .cancelPrevious(wait: true), operation: op("B", gateB))
@@ -54,7 +55,7 @@ import TaskKit
     }
 
     @Test func waitLetsThePreviousTaskFinishUncancelledThenRuns() async {
-        let gateA = Gate(), gateB = Gate()
+        let gateA = TestGate(), gateB = TestGate()
         let a = store.addTask(forKey: "k", operation: op("A", gateA))
         await log.waitForEvents(count: 1)
         let b = store.addTask(forKey: "k", duplicateKeyBehavior: .wait, operation: op("B", gateB))
@@ -71,7 +72,7 @@ import TaskKit
     }
 
     @Test func runConcurrentlyRunsBothAndTracksBoth() async {
-        let gateA = Gate(), gateB = Gate()
+        let gateA = TestGate(), gateB = TestGate()
         let a = store.addTask(forKey: "k", operation: op("A", gateA))
         let b = store.addTask(forKey: "k", duplicateKeyBehavior: .runConcurrently, operation: op("B", gateB))
         await log.waitForEvents(count: 2)
@@ -87,7 +88,7 @@ import TaskKit
     }
 
     @Test func runConcurrentlyCancelTaskCancelsEveryTaskUnderTheKey() async {
-        let gate = Gate()
+        let gate = TestGate()
         let tasks = (0..<5).map { i in
             store.addTask(forKey: "k", duplicateKeyBehavior: .runConcurrently) { [log] in
                 await gate.waitOrCancel()
@@ -105,9 +106,9 @@ import TaskKit
     }
 
     @Test func preferPreviousKeepsTheRunningTaskAndStartsNothing() async {
-        let gateA = Gate()
+        let gateA = TestGate()
         let a = store.addTask(forKey: "k", operation: op("A", gateA))
-        let b = store.addTask(forKey: "k", duplicateKeyBehavior: .preferPrevious, operation: op("B", Gate()))
+        let b = store.addTask(forKey: "k", duplicateKeyBehavior: .preferPrevious, operation: op("B", TestGate()))
         #expect(a == b)
         #expect(!a.isCancelled)
         gateA.open()
@@ -124,7 +125,7 @@ import TaskKit
     func cancellingTheWaitingTaskCancelsThePreviousOne(behavior: TaskStoreDuplicateKeyBehavior) async {
         let a = store.addTask(forKey: "k") { [log] in
             log.record("A start")
-            await Gate().waitOrCancel()  // ends only through cancellation
+            await TestGate().waitOrCancel()  // ends only through cancellation
             log.record("A end \(Task.isCancelled)")
         }
         await log.waitForEvents(count: 1)
@@ -139,7 +140,7 @@ import TaskKit
     }
 
     @Test func aChainOfWaitingTasksIsCancelledThroughTheChain() async {
-        let a = store.addTask(forKey: "k") { await Gate().waitOrCancel() }
+        let a = store.addTask(forKey: "k") { await TestGate().waitOrCancel() }
         let b = store.addTask(forKey: "k", duplicateKeyBehavior: .wait) {}
         let c = store.addTask(forKey: "k", duplicateKeyBehavior: .wait) {}
         store.cancelTask(forKey: "k")  // only c is tracked now
@@ -161,7 +162,7 @@ import TaskKit
         await first.value
         #expect(log.events == ["first true"])
         // With a previous task running, through the returned task.
-        let gate = Gate()
+        let gate = TestGate()
         let previous = store.addTask(forKey: "k") { await gate.waitOrCancel() }
         let second = store.addTask(forKey: "k", duplicateKeyBehavior: behavior) { [log] in
             log.record("second \(Task.isCancelled)")
@@ -178,7 +179,7 @@ import TaskKit
     }
 
     @Test func cancelAllTasksCancelsEveryKey() async {
-        let tasks = (0..<10).map { i in store.addTask(forKey: "\(i)") { await Gate().waitOrCancel() } }
+        let tasks = (0..<10).map { i in store.addTask(forKey: "\(i)") { await TestGate().waitOrCancel() } }
         #expect(store.runningKeys.count == 10)
         store.cancelAllTasks()
         for task in tasks { await task.value }
@@ -204,7 +205,7 @@ import TaskKit
     }
 
     @Test func theThrowingOverloadFollowsTheBehaviours() async throws {
-        let gate = Gate()
+        let gate = TestGate()
         let a = store.addTask(forKey: "k") { () async throws -> Int in
             await gate.waitOrCancel()
             try Task.checkCancellation()
@@ -220,7 +221,7 @@ import TaskKit
 
     @Test func voidPreferPreviousOverATypedTaskReturnsAWrapperThatForwardsCancellation() async {
         let a = store.addTask(forKey: "k") { () async throws -> Int in
-            await Gate().waitOrCancel()
+            await TestGate().waitOrCancel()
             return 1
         }
         let wrapper = store.addTask(forKey: "k", duplicateKeyBehavior: .preferPrevious) {}

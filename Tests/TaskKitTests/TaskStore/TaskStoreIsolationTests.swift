@@ -1,5 +1,6 @@
 import Testing
 import TaskKit
+import TaskKitTestSupport
 
 /// A stand-in for "some other actor" in the misuse tests.
 actor OtherActor {
@@ -17,7 +18,7 @@ actor OtherActor {
     @Test func behavioursWorkOnACustomActor() async {
         let owner = StoreOwner()
         let log = Recorder()
-        let gateA = Gate(), gateB = Gate()
+        let gateA = TestGate(), gateB = TestGate()
         let a = await owner.add(1) { [log] in
             log.record("A start")
             await gateA.wait()

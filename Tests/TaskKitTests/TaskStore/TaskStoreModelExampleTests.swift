@@ -136,7 +136,7 @@ final class MyModel {
 /// `Task.cancellableValue` on its own.
 @Suite struct CancellableValueTests {
     @Test func aNeverFailingTaskIsCancelledWithTheAwaitingTask() async {
-        let inner = Task { await Gate().waitOrCancel(); return Task.isCancelled }
+        let inner = Task { await TestGate().waitOrCancel(); return Task.isCancelled }
         let outer = Task { await inner.cancellableValue }
         outer.cancel()
         #expect(await outer.value == true)
@@ -145,7 +145,7 @@ final class MyModel {
 
     @Test func aThrowingTaskIsCancelledWithTheAwaitingTaskAndItsErrorPropagates() async {
         let inner = Task { () async throws -> Int in
-            await Gate().waitOrCancel()
+            await TestGate().waitOrCancel()
             try Task.checkCancellation()
             return 1
         }
@@ -155,7 +155,7 @@ final class MyModel {
     }
 
     @Test func anAlreadyCancelledAwaiterCancelsAtOnceAndValuesPassThroughOtherwise() async throws {
-        let gate = Gate()
+        let gate = TestGate()
         let inner = Task { await gate.waitOrCancel(); return Task.isCancelled }
         let outer = Task {
             withUnsafeCurrentTask { $0?.cancel() }

@@ -1,17 +1,18 @@
 import Observation
 import Testing
 import TaskKit
+import TaskKitTestSupport
 
 /// A nonisolated synchronous helper: inside it `#isolation` is `nil`, even when an actor calls it.
 nonisolated func addThroughNonisolatedHelper(
-    _ store: TaskStore<Int>, key: Int, gate: Gate
+    _ store: TaskStore<Int>, key: Int, gate: TestGate
 ) -> Task<Void, Never> {
     store.addTask(forKey: key) { await gate.wait() }
 }
 
 extension StoreOwner {
     /// Binds the store to this actor, then adds through a nonisolated helper.
-    func addThroughHelper(_ key: Int, gate: Gate) async -> Task<Void, Never> {
+    func addThroughHelper(_ key: Int, gate: TestGate) async -> Task<Void, Never> {
         await store.addTask(forKey: 0) {}.value
         return addThroughNonisolatedHelper(store, key: key, gate: gate)
     }
@@ -26,7 +27,7 @@ extension StoreOwner {
 
     @Test func aStoreCreatedAndUsedFromNonisolatedCodeWorks() async throws {
         let store = TaskStore<Int>()
-        let gate = Gate()
+        let gate = TestGate()
         let task = store.addTask(forKey: 1) { await gate.wait() }
         #expect(store.taskIsRunning(forKey: 1))
         #expect(store.runningTaskCount == 1)
@@ -45,11 +46,11 @@ extension StoreOwner {
         let log = Recorder()
         let first = store.addTask(forKey: 1, isolation: nil) {
             await withTaskCancellationHandler {
-                await Gate().waitOrCancel()
+                await TestGate().waitOrCancel()
             } onCancel: {}
             log.record("first cancelled: \(Task.isCancelled)")
         }
-        let second = store.addTask(forKey: 2, isolation: nil) { await Gate().waitOrCancel() }
+        let second = store.addTask(forKey: 2, isolation: nil) { await TestGate().waitOrCancel() }
         store.cancelTask(forKey: 1, isolation: nil)
         await first.value
         #expect(log.events == ["first cancelled: true"])
@@ -61,7 +62,7 @@ extension StoreOwner {
     @Test func duplicateKeyBehavioursWorkFromNonisolatedCode() async {
         let store = TaskStore<Int>()
         let log = Recorder()
-        let gateA = Gate()
+        let gateA = TestGate()
         let a = store.addTask(forKey: 1) {
             log.record("A start")
             await gateA.wait()
@@ -81,7 +82,7 @@ extension StoreOwner {
 
     @Test func aTaskStartedFromNonisolatedCodeNotifiesObserversWhenItEnds() async {
         let store = TaskStore<Int>()
-        let gate = Gate()
+        let gate = TestGate()
         let task = store.addTask(forKey: 1) { await gate.wait() }
         let changed = Recorder()
         withObservationTracking {
@@ -97,7 +98,7 @@ extension StoreOwner {
 
     @Test func aNilIsolationCallOnTheOwningActorsExecutorIsAccepted() async {
         let owner = StoreOwner()
-        let gate = Gate()
+        let gate = TestGate()
         let task = await owner.addThroughHelper(5, gate: gate)
         #expect(await owner.isRunning(5))
         gate.open()
@@ -110,7 +111,7 @@ extension StoreOwner {
 
     @Test @MainActor func runningTaskCountCountsTasksNotKeys() async {
         let store = TaskStore<Int>()
-        let gate = Gate()
+        let gate = TestGate()
         let tasks = [
             store.addTask(forKey: 1) { await gate.wait() },
             store.addTask(forKey: 1, duplicateKeyBehavior: .runConcurrently) { await gate.wait() },
@@ -126,7 +127,7 @@ extension StoreOwner {
     @Test @MainActor func currentTaskHandsOutTheNewestTaskOfAKey() async throws {
         let store = TaskStore<String>()
         #expect(store.currentTask(forKey: "a") == nil)
-        let gate = Gate()
+        let gate = TestGate()
         let plain = store.addTask(forKey: "a") { await gate.wait() }
         #expect(store.currentTask(forKey: "a") == plain)
         let typed = store.addTask(forKey: "b") { () async throws -> Int in
@@ -147,7 +148,7 @@ extension StoreOwner {
     @Test @MainActor func cancellingTheVoidViewOfAValueTaskCancelsIt() async throws {
         let store = TaskStore<Int>()
         let typed = store.addTask(forKey: 1) { () async throws -> Bool in
-            await Gate().waitOrCancel()
+            await TestGate().waitOrCancel()
             return Task.isCancelled
         }
         store.currentTask(forKey: 1)?.cancel()
@@ -160,7 +161,7 @@ extension StoreOwner {
     @Test @MainActor func anImmediateTaskStartsBeforeTheCallReturns() async {
         let store = TaskStore<Int>()
         let log = Recorder()
-        let gate = Gate()
+        let gate = TestGate()
         let task = store.addImmediateTask(forKey: 1) {
             log.record("started")
             await gate.wait()
@@ -190,14 +191,14 @@ extension StoreOwner {
         let store = TaskStore<Int>()
         let log = Recorder()
         let previous = store.addTask(forKey: 1) {
-            await Gate().waitOrCancel()
+            await TestGate().waitOrCancel()
             log.record("previous cancelled: \(Task.isCancelled)")
         }
         // preferPrevious: nothing runs, the running task comes back.
         let kept = store.addImmediateTask(forKey: 1, duplicateKeyBehavior: .preferPrevious) { log.record("never") }
         #expect(kept == previous)
         // runConcurrently: runs at once beside it.
-        let gate = Gate()
+        let gate = TestGate()
         let beside = store.addImmediateTask(forKey: 1, duplicateKeyBehavior: .runConcurrently) {
             log.record("beside")
             await gate.wait()
@@ -225,7 +226,7 @@ extension StoreOwner {
     @Test func anImmediateTaskFromNonisolatedCodeWorks() async {
         let store = TaskStore<Int>()
         let log = Recorder()
-        let gate = Gate()
+        let gate = TestGate()
         let task = store.addImmediateTask(forKey: 1) {
             log.record("started")
             await gate.wait()

@@ -1,6 +1,7 @@
 import Observation
 import Testing
 import TaskKit
+import TaskKitTestSupport
 
 /// `withObservationTracking` (what SwiftUI uses) sees keys start and stop running.
 @MainActor
@@ -17,7 +18,7 @@ import TaskKit
     }
 
     @Test func observersAreNotifiedWhenAKeyStartsAndStopsButNotWhenItsTaskIsReplaced() async {
-        let gateA = Gate(), gateB = Gate()
+        let gateA = TestGate(), gateB = TestGate()
         observeKey(1)
         let a = store.addTask(forKey: 1) { await gateA.wait() }
         #expect(changes.events.count == 1, "starting a key notifies (synchronously, before the change)")
@@ -37,7 +38,7 @@ import TaskKit
     }
 
     @Test func aReplacedTaskFinishingDoesNotNotify() async {
-        let gateA = Gate(), gateB = Gate()
+        let gateA = TestGate(), gateB = TestGate()
         let a = store.addTask(forKey: 1) { await gateA.wait() }
         let b = store.addTask(forKey: 1, duplicateKeyBehavior: .cancelPrevious(wait: false)) { await gateB.wait() }
         observeKey(1)

@@ -2,6 +2,7 @@ import Dispatch
 import Observation
 import Testing
 import TaskKit
+import TaskKitTestSupport
 
 /// A serial executor on a dispatch queue that marks its queue, so a test can ask "am I running on
 /// this executor?" without trapping.
@@ -116,7 +117,7 @@ func parseLines(_ text: String) async -> [String] {
 
     /// Test hook: waits for the load to finish.
     func waitForLoad() async {
-        while tasks.taskIsRunning(forKey: .load) { await Task.yield() }
+        await eventually("the load finished") { !tasks.taskIsRunning(forKey: .load) }
     }
 }
 

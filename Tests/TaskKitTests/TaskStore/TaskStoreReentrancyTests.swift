@@ -1,6 +1,7 @@
 import Observation
 import Testing
 import TaskKit
+import TaskKitTestSupport
 
 /// Holds a main-actor store for handlers that reach it synchronously through
 /// `MainActor.assumeIsolated` (cancellation and observation handlers run on the caller's thread).
@@ -13,7 +14,7 @@ import TaskKit
     /// Observes key 1; on the next change of the store (the registrar's `willSet`, which runs
     /// synchronously inside the store's update) adds a task under key 1 that waits for
     /// `release`, once.
-    func addTaskOnNextChange(waitingFor release: Gate) {
+    func addTaskOnNextChange(waitingFor release: TestGate) {
         withObservationTracking {
             _ = store.taskIsRunning(forKey: 1)
         } onChange: { [self] in
@@ -34,7 +35,7 @@ import TaskKit
     @Test(.timeLimit(.minutes(1)))
     func aTaskAddedFromAPreviousTasksCancellationHandlerStaysTracked() async {
         let holder = ReentrantStoreHolder()
-        let started = Gate(), release = Gate(), reentrantRelease = Gate()
+        let started = TestGate(), release = TestGate(), reentrantRelease = TestGate()
         let first = holder.store.addTask(forKey: 1) {
             await withTaskCancellationHandler {
                 started.open()
@@ -55,14 +56,14 @@ import TaskKit
         await second.value
         #expect(holder.store.taskIsRunning(forKey: 1), "the task added from the handler still runs")
         reentrantRelease.open()
-        while holder.store.taskIsRunning(forKey: 1) { await Task.yield() }
+        await eventually("key 1 finished") { !holder.store.taskIsRunning(forKey: 1) }
         #expect(holder.store.runningKeys.isEmpty)
     }
 
     @Test(.timeLimit(.minutes(1)))
     func aTaskAddedFromAnObserversChangeHandlerStaysTracked() async {
         let holder = ReentrantStoreHolder()
-        let outerRelease = Gate(), reentrantRelease = Gate()
+        let outerRelease = TestGate(), reentrantRelease = TestGate()
         // Runs inside the next `addTask`, just before the key is recorded as running.
         holder.addTaskOnNextChange(waitingFor: reentrantRelease)
         let outer = holder.store.addTask(forKey: 1) { await outerRelease.wait() }
@@ -70,14 +71,14 @@ import TaskKit
         await outer.value
         #expect(holder.store.taskIsRunning(forKey: 1), "the task added from the handler still runs")
         reentrantRelease.open()
-        while holder.store.taskIsRunning(forKey: 1) { await Task.yield() }
+        await eventually("key 1 finished") { !holder.store.taskIsRunning(forKey: 1) }
         #expect(holder.store.runningKeys.isEmpty)
     }
 
     @Test(.timeLimit(.minutes(1)))
     func aTaskAddedFromAnObserversChangeHandlerWhileItsKeyStopsStaysTracked() async {
         let holder = ReentrantStoreHolder()
-        let outerRelease = Gate(), reentrantRelease = Gate()
+        let outerRelease = TestGate(), reentrantRelease = TestGate()
         let outer = holder.store.addTask(forKey: 1) { await outerRelease.wait() }
         // Runs inside the outer task's finish, just before key 1 is removed.
         holder.addTaskOnNextChange(waitingFor: reentrantRelease)
@@ -86,7 +87,7 @@ import TaskKit
         #expect(holder.reentered, "the handler ran when the key stopped")
         #expect(holder.store.taskIsRunning(forKey: 1), "the task added from the handler still runs")
         reentrantRelease.open()
-        while holder.store.taskIsRunning(forKey: 1) { await Task.yield() }
+        await eventually("key 1 finished") { !holder.store.taskIsRunning(forKey: 1) }
         #expect(holder.store.runningKeys.isEmpty)
     }
 
@@ -105,8 +106,8 @@ import TaskKit
                     await first.value  // the replaced task (cancelled) ends first
                 }
             }
-            while await MainActor.run(body: { TokenKey.Token.store?.runningKeys.isEmpty == false }) {
-                await Task.yield()
+            await eventually("both tasks finished") {
+                await MainActor.run(body: { TokenKey.Token.store?.runningKeys.isEmpty != false })
             }
             let readTheStore = await MainActor.run { TokenKey.Token.deinitReadTheStore }
             precondition(readTheStore, "the first key's deinit did not run")
