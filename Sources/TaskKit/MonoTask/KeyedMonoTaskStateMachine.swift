@@ -35,17 +35,20 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         @usableFromInline var retry: RetryCount
         /// The bound on the sum of the cached values' costs, `nil` for none.
         var maximumCost: Int?
+        /// The randomness of the retry delays' jitter.
+        var jitter: RetryJitter
 
         @usableFromInline
         init(
             maximumEntries: Int, timeToLive: Duration, staleWhileRevalidate: Duration, retry: RetryCount,
-            maximumCost: Int? = nil
+            maximumCost: Int? = nil, jitter: RetryJitter = .system
         ) {
             self.maximumEntries = maximumEntries
             self.timeToLive = timeToLive
             self.usableFor = timeToLive + staleWhileRevalidate
             self.retry = retry
             self.maximumCost = maximumCost
+            self.jitter = jitter
         }
 
         /// Whether a success is kept at all (`false` when both durations are zero).
@@ -268,10 +271,13 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     mutating func attemptFinished(
         generation finished: Generation, result: Result<Value, any Error>, cost: Int = 0, now: Duration
     ) -> AttemptFinishedAction {
-        if case .failure = result, let delay = loads[finished]!.schedule.nextDelay() {
-            loads[finished]!.inBackoff = true
-            counters.retries += 1
-            return .retry(after: delay)
+        if case .failure = result {
+            var jitter = configuration.jitter  // copies share one generator
+            if let delay = loads[finished]!.schedule.nextDelay(using: &jitter) {
+                loads[finished]!.inBackoff = true
+                counters.retries += 1
+                return .retry(after: delay)
+            }
         }
         let load = loads.removeValue(forKey: finished)!
         // A burst of loads (a batch of misses) grows the table of loads; give the memory back

@@ -32,12 +32,15 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         @usableFromInline var refreshAfter: Duration?
         /// The retry policy of each run.
         @usableFromInline var retry: RetryCount
+        /// The randomness of the retry delays' jitter.
+        var jitter: RetryJitter
 
         @usableFromInline
-        init(timeToLive: Duration?, refreshAfter: Duration?, retry: RetryCount) {
+        init(timeToLive: Duration?, refreshAfter: Duration?, retry: RetryCount, jitter: RetryJitter = .system) {
             self.timeToLive = timeToLive
             self.refreshAfter = refreshAfter
             self.retry = retry
+            self.jitter = jitter
         }
     }
 
@@ -257,7 +260,8 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         }
         switch result {
         case .failure:
-            if let delay = current.schedule.nextDelay() {
+            var jitter = configuration.jitter  // copies share one generator
+            if let delay = current.schedule.nextDelay(using: &jitter) {
                 current.phase = .backoff
                 counters.retries += 1
                 execution = current

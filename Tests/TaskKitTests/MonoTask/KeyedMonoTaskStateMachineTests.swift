@@ -1,5 +1,6 @@
 import Testing
 @testable import TaskKit
+import TaskKitTestSupport
 
 /// The pure parts of `KeyedMonoTask`: the entry table (against a simple model) and the state
 /// machine's rules, with plain values as waiters and time passed in. No concurrency.
@@ -33,7 +34,7 @@ import Testing
     }
 
     @Test func theTableMatchesAModelUnderRandomOperations() {
-        var generator = KeyedSplitMix(seed: 21)
+        var generator = SeededRandomNumberGenerator(seed: 21)
         var table = Table()
         var recency: [Int] = []  // most recent first
         var loading: Set<Int> = []
@@ -224,18 +225,25 @@ import Testing
         #expect(machine.count == 0)
     }
 
+    @Test func jitterComesFromTheInjectedGeneratorSoEveryDelayIsKnown() {
+        let proxy = IntervalProxy.exponentialBackoff(initialTimeInterval: 1, scaleRate: 2, jitter: .full)
+        var machine = Machine(configuration: .init(
+            maximumEntries: 10, timeToLive: .seconds(10), staleWhileRevalidate: .zero,
+            retry: .count(count: 3, intervalProxy: proxy), jitter: RetryJitter(SeededRandomNumberGenerator(seed: 5))
+        ))
+        var expected = RetryCount.count(count: 3, intervalProxy: proxy).makeSchedule()
+        var reference = SeededRandomNumberGenerator(seed: 5)
+        let load = Self.started(Self.ask(&machine, 1, "a"))!
+        for _ in 0..<3 {
+            guard case .retry(let delay) = machine.attemptFinished(
+                generation: load.generation, result: .failure(TestFailure()), now: .zero
+            ) else { Issue.record("no retry"); return }
+            let pinned = expected.nextDelay(using: &reference)
+            #expect(delay == pinned)
+            machine.retryDue(generation: load.generation)
+        }
+    }
+
     struct TestFailure: Error {}
 }
 
-/// A small deterministic generator for the model test.
-struct KeyedSplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

@@ -1,5 +1,6 @@
 import Testing
 @testable import TaskKit
+import TaskKitTestSupport
 
 /// Every rule of MonoTask, checked on the pure state machine: no threads, no clocks.
 @Suite struct MonoTaskStateMachineTests {
@@ -157,6 +158,29 @@ import Testing
         #expect(waiters == ["a", "b"])
         #expect(m.counters.retries == 2)
         #expect(m.counters.executions == 1)
+    }
+
+    @Test func jitterComesFromTheInjectedGeneratorSoEveryDelayIsKnown() {
+        let proxy = IntervalProxy.exponentialBackoff(initialTimeInterval: 1, scaleRate: 2, jitter: .decorrelated)
+            .capped(at: 10)
+        var m = Machine(configuration: .init(
+            timeToLive: .seconds(10), refreshAfter: nil, retry: .count(count: 4, intervalProxy: proxy),
+            jitter: RetryJitter(SeededRandomNumberGenerator(seed: 11))
+        ))
+        var expected = RetryCount.count(count: 4, intervalProxy: proxy).makeSchedule()
+        var reference = SeededRandomNumberGenerator(seed: 11)
+        Self.call(&m, "a")
+        for retry in 1...4 {
+            guard case .retry(let delay) = m.attemptFinished(generation: 1, result: .failure(Boom()), now: .zero)
+            else {
+                Issue.record("expected retry \(retry)")
+                return
+            }
+            let pinned = expected.nextDelay(using: &reference)
+            #expect(delay == pinned)
+            let due = m.retryDue(generation: 1)
+            #expect(due)
+        }
     }
 
     @Test func countZeroMeansNoRetry() {
