@@ -59,7 +59,7 @@ extension CoFuture {
     }
 
     private func awaitValue() async throws -> Value {
-        let waiter = FutureWaiter<Value>()
+        let waiter = OneShot<Value, any Error>()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
                 if waiter.install(continuation) {
@@ -69,53 +69,5 @@ extension CoFuture {
         } onCancel: {
             waiter.finish(with: .failure(CancellationError()))
         }
-    }
-}
-
-/// One awaiting task's continuation, resumed exactly once by whichever comes first: the
-/// future's result or the task's cancellation.
-final class FutureWaiter<Value: Sendable>: @unchecked Sendable {
-    // @unchecked Sendable is sound: `state` is only accessed while `lock` is held.
-    private let lock = FutureLock()
-    private var state = State.idle
-
-    private enum State {
-        case idle
-        case waiting(CheckedContinuation<Value, any Error>)
-        /// Finished before the continuation was installed (the task was already cancelled).
-        case finished(Result<Value, any Error>)
-        case done
-    }
-
-    /// Installs the continuation; resumes it at once (and returns false) if already finished.
-    func install(_ continuation: CheckedContinuation<Value, any Error>) -> Bool {
-        let early: Result<Value, any Error>? = lock.withLock(self) {
-            if case .finished(let result) = state {
-                state = .done
-                return result
-            }
-            state = .waiting(continuation)
-            return nil
-        }
-        guard let early else { return true }
-        continuation.resume(with: early)
-        return false
-    }
-
-    /// Resumes the continuation with `result` unless something else already did.
-    func finish(with result: Result<Value, any Error>) {
-        let continuation: CheckedContinuation<Value, any Error>? = lock.withLock(self) {
-            switch state {
-            case .idle:
-                state = .finished(result)
-                return nil
-            case .waiting(let continuation):
-                state = .done
-                return continuation
-            case .finished, .done:
-                return nil
-            }
-        }
-        continuation?.resume(with: result)
     }
 }

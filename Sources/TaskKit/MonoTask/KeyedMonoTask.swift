@@ -40,19 +40,8 @@
 /// never run while it is held. Each load runs in a `Task` of its own that holds the
 /// `KeyedMonoTask` until the load ends, and is never cancelled.
 public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sendable {
-    #if DEBUG
-    /// Debug builds check the exactly-once rule at run time.
-    @usableFromInline typealias Continuation = CheckedContinuation<Result<Value, any Error>, Never>
-    #else
-    /// Release builds rely on the state machine's exactly-once rule (see ``wait(key:id:forceUpdate:)``).
-    @usableFromInline typealias Continuation = UnsafeContinuation<Result<Value, any Error>, Never>
-    #endif
-
-    @usableFromInline
-    enum Waiter {
-        case async(Continuation)
-        case callback(@Sendable (Result<Value, any Error>) -> Void)
-    }
+    @usableFromInline typealias Continuation = MonoContinuation<Value>
+    @usableFromInline typealias Waiter = MonoWaiter<Value>
 
     @usableFromInline typealias Machine = KeyedMonoTaskStateMachine<Key, Value, Waiter>
 
@@ -318,7 +307,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     nonisolated(nonsending)
     func wait(key: Key, id: Machine.WaiterID, forceUpdate: Bool) async -> Result<Value, any Error> {
         await withTaskCancellationHandler {
-            await Self.withContinuation { (continuation: Continuation) in
+            await withMonoContinuation { (continuation: Continuation) in
                 // An unchecked continuation (release builds) is sound here: it is either resumed
                 // right below, or stored in the state machine, whose rules hand every stored
                 // waiter back exactly once (delivery by its load, or cancelWaiter).
@@ -347,16 +336,6 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                 continuation.resume(returning: .failure(CancellationError()))
             }
         }
-    }
-
-    @inlinable
-    nonisolated(nonsending)
-    static func withContinuation(_ body: (Continuation) -> Void) async -> Result<Value, any Error> {
-        #if DEBUG
-        await withCheckedContinuation(body)
-        #else
-        await withUnsafeContinuation(body)
-        #endif
     }
 
     // MARK: Loading
@@ -403,15 +382,6 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     }
 
     private func deliver(_ result: Result<Value, any Error>, to waiters: [Waiter]) {
-        var callbacks: [@Sendable (Result<Value, any Error>) -> Void] = []
-        for waiter in waiters {
-            switch waiter {
-            case .async(let continuation):
-                continuation.resume(returning: result)
-            case .callback(let callback):
-                callbacks.append(callback)
-            }
-        }
-        for callback in callbacks { callback(result) }
+        for callback in waiters.resumingContinuations(with: result) { callback(result) }
     }
 }

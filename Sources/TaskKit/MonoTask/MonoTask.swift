@@ -46,20 +46,8 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         case async(AsyncExecution)
     }
 
-    #if DEBUG
-    /// Debug builds check the exactly-once rule at run time.
-    @usableFromInline typealias Continuation = CheckedContinuation<Result<TaskResult, any Error>, Never>
-    #else
-    /// Release builds rely on the state machine's exactly-once rule (see ``wait(id:forceUpdate:)``)
-    /// and save the checked continuation's allocation.
-    @usableFromInline typealias Continuation = UnsafeContinuation<Result<TaskResult, any Error>, Never>
-    #endif
-
-    @usableFromInline
-    enum Waiter {
-        case async(Continuation)
-        case callback(ResultCallback)
-    }
+    @usableFromInline typealias Continuation = MonoContinuation<TaskResult>
+    @usableFromInline typealias Waiter = MonoWaiter<TaskResult>
 
     @usableFromInline typealias Machine = MonoTaskStateMachine<TaskResult, Waiter>
 
@@ -87,85 +75,33 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///   - resultExpireDuration: How long a success stays cached, in seconds, counted from its
     ///     completion. `0` caches nothing; `.infinity` caches until cleared. Must not be
     ///     negative or NaN.
-    ///   - taskQueue: The queue on which `task` is called.
-    ///   - callbackQueue: The queue on which ``execute(forceUpdate:then:)`` handlers are called.
-    ///   - task: The work. It must call its callback once; later calls are ignored.
-    public convenience init(
-        retry: RetryCount = .never,
-        resultExpireDuration: TimeInterval,
-        taskQueue: DispatchQueue = .global(),
-        callbackQueue: DispatchQueue = .global(),
-        task: @escaping CallbackExecution
-    ) {
-        self.init(
-            retry: retry, resultExpireDuration: resultExpireDuration, taskQueue: taskQueue,
-            callbackQueue: callbackQueue, clock: ContinuousClock(), task: task
-        )
-    }
-
-    /// Creates a task around an async block.
-    ///
-    /// - Parameters:
-    ///   - retry: How failed attempts are retried. Default: no retry.
-    ///   - resultExpireDuration: How long a success stays cached, in seconds, counted from its
-    ///     completion. `0` caches nothing; `.infinity` caches until cleared. Must not be
-    ///     negative or NaN.
-    ///   - taskQueue: Unused by async blocks, which run in a `Task` on the global concurrent
-    ///     executor; accepted for source compatibility with the callback initialiser.
-    ///   - callbackQueue: The queue on which ``execute(forceUpdate:then:)`` handlers are called.
-    ///   - task: The work, returning its outcome. Cancelled by `clearResult(.cancel)`.
-    public convenience init(
-        retry: RetryCount = .never,
-        resultExpireDuration: TimeInterval,
-        taskQueue: DispatchQueue = .global(),
-        callbackQueue: DispatchQueue = .global(),
-        task: @escaping AsyncExecution
-    ) {
-        self.init(
-            retry: retry, resultExpireDuration: resultExpireDuration, taskQueue: taskQueue,
-            callbackQueue: callbackQueue, clock: ContinuousClock(), task: task
-        )
-    }
-
-    /// Creates a task around a callback-based block, with an injected clock and the options
-    /// that go beyond the seed.
-    ///
-    /// - Parameters:
-    ///   - retry: How failed attempts are retried. Default: no retry.
-    ///   - resultExpireDuration: How long a success stays cached, in seconds, counted from its
-    ///     completion. `0` caches nothing; `.infinity` caches until cleared. Must not be
-    ///     negative or NaN.
     ///   - refreshAfter: Stale-while-revalidate: once a cached value is this many seconds old
     ///     (but still within `resultExpireDuration`), a call returns it at once *and* starts one
     ///     background refresh. `nil` (default) disables it. Must be finite, not negative and
     ///     smaller than `resultExpireDuration`.
     ///   - taskQueue: The queue on which `task` is called.
     ///   - callbackQueue: The queue on which ``execute(forceUpdate:then:)`` handlers are called.
-    ///   - clock: The clock for the cache's time to live and the retry backoff.
+    ///   - clock: The clock for the cache's time to live and the retry backoff. Default:
+    ///     `ContinuousClock()`.
     ///   - logger: Receives debug messages about runs, retries and cancellations. Default: silent.
     ///   - task: The work. It must call its callback once; later calls are ignored.
-    public init(
+    public convenience init(
         retry: RetryCount = .never,
         resultExpireDuration: TimeInterval,
         refreshAfter: TimeInterval? = nil,
         taskQueue: DispatchQueue = .global(),
         callbackQueue: DispatchQueue = .global(),
-        clock: some Clock<Duration>,
+        clock: some Clock<Duration> = ContinuousClock(),
         logger: Logger? = nil,
         task: @escaping CallbackExecution
     ) {
-        self.state = LockedState(
-            State(machine: Machine(configuration: Self.configuration(retry, resultExpireDuration, refreshAfter)))
+        self.init(
+            retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter,
+            callbackQueue: callbackQueue, clock: clock, logger: logger, body: .callback(task, taskQueue)
         )
-        self.time = ClockTimeSource(clock)
-        self.hitsReadTheClock = resultExpireDuration.isFinite || refreshAfter != nil
-        self.body = .callback(task, taskQueue)
-        self.callbackQueue = callbackQueue
-        self.logger = logger ?? silentLogger
     }
 
-    /// Creates a task around an async block, with an injected clock and the options that go
-    /// beyond the seed.
+    /// Creates a task around an async block.
     ///
     /// - Parameters:
     ///   - retry: How failed attempts are retried. Default: no retry.
@@ -174,25 +110,37 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///     Must be finite, not negative and smaller than `resultExpireDuration`.
     ///   - taskQueue: Unused by async blocks (they run in a `Task`).
     ///   - callbackQueue: The queue on which ``execute(forceUpdate:then:)`` handlers are called.
-    ///   - clock: The clock for the cache's time to live and the retry backoff.
+    ///   - clock: The clock for the cache's time to live and the retry backoff. Default:
+    ///     `ContinuousClock()`.
     ///   - logger: Receives debug messages about runs, retries and cancellations. Default: silent.
     ///   - task: The work, returning its outcome. Cancelled by `clearResult(.cancel)`.
-    public init(
+    public convenience init(
         retry: RetryCount = .never,
         resultExpireDuration: TimeInterval,
         refreshAfter: TimeInterval? = nil,
         taskQueue: DispatchQueue = .global(),
         callbackQueue: DispatchQueue = .global(),
-        clock: some Clock<Duration>,
+        clock: some Clock<Duration> = ContinuousClock(),
         logger: Logger? = nil,
         task: @escaping AsyncExecution
+    ) {
+        self.init(
+            retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter,
+            callbackQueue: callbackQueue, clock: clock, logger: logger, body: .async(task)
+        )
+    }
+
+    /// The initialiser both public ones forward to, with the task block as a `Body`.
+    private init(
+        retry: RetryCount, resultExpireDuration: TimeInterval, refreshAfter: TimeInterval?,
+        callbackQueue: DispatchQueue, clock: some Clock<Duration>, logger: Logger?, body: Body
     ) {
         self.state = LockedState(
             State(machine: Machine(configuration: Self.configuration(retry, resultExpireDuration, refreshAfter)))
         )
         self.time = ClockTimeSource(clock)
         self.hitsReadTheClock = resultExpireDuration.isFinite || refreshAfter != nil
-        self.body = .async(task)
+        self.body = body
         self.callbackQueue = callbackQueue
         self.logger = logger ?? silentLogger
     }
@@ -307,7 +255,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     nonisolated(nonsending)
     func wait(id: UInt64, forceUpdate: Bool) async -> Result<TaskResult, any Error> {
         await withTaskCancellationHandler {
-            await Self.withContinuation { (continuation: Continuation) in
+            await withMonoContinuation { (continuation: Continuation) in
                 // An unchecked continuation (release builds) is sound here: it is either resumed
                 // right below, or stored in the state machine, whose rules hand every stored
                 // waiter back exactly once (final delivery, clearResult(.cancel) or cancelWaiter).
@@ -336,18 +284,6 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
                 continuation.resume(returning: .failure(CancellationError()))
             }
         }
-    }
-
-    @inlinable
-    nonisolated(nonsending)
-    static func withContinuation(
-        _ body: (Continuation) -> Void
-    ) async -> Result<TaskResult, any Error> {
-        #if DEBUG
-        await withCheckedContinuation(body)
-        #else
-        await withUnsafeContinuation(body)
-        #endif
     }
 
     // MARK: State
@@ -463,32 +399,20 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
             return await task()
         case .callback(let task, let queue):
             let logger = logger
-            return await withUnsafeContinuation { continuation in
-                // UnsafeContinuation is sound here: `once` lets exactly one callback call resume it.
-                let once = OnceFlag()
-                queue.async {
-                    task { result in
-                        if once.claim() {
-                            continuation.resume(returning: result)
-                        } else {
-                            logger.debug("MonoTask: the task block called its callback again; ignored")
-                        }
+            let once = OneShot<Result<TaskResult, any Error>, Never>()
+            queue.async {
+                task { result in
+                    if !once.finish(with: .success(result)) {
+                        logger.debug("MonoTask: the task block called its callback again; ignored")
                     }
                 }
             }
+            return await once.value()
         }
     }
 
     private func deliver(_ result: Result<TaskResult, any Error>, to waiters: [Waiter]) {
-        var callbacks: [ResultCallback] = []
-        for waiter in waiters {
-            switch waiter {
-            case .async(let continuation):
-                continuation.resume(returning: result)
-            case .callback(let callback):
-                callbacks.append(callback)
-            }
-        }
+        let callbacks = waiters.resumingContinuations(with: result)
         if !callbacks.isEmpty {
             callbackQueue.async { [callbacks] in
                 for callback in callbacks { callback(result) }
@@ -505,14 +429,4 @@ extension MonoTask.State {
     }
 }
 
-/// A flag that can be claimed once.
-private final class OnceFlag: Sendable {
-    private let claimed = Atomic<Bool>(false)
-
-    /// `true` for the first caller only.
-    func claim() -> Bool {
-        !claimed.exchange(true, ordering: .acquiringAndReleasing)
-    }
-}
-
-private let silentLogger = Logger(label: "TaskKit.MonoTask", factory: { _ in SwiftLogNoOpLogHandler() })
+private let silentLogger = Logger.silent(label: "TaskKit.MonoTask")

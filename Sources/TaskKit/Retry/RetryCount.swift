@@ -2,7 +2,8 @@ import Foundation
 
 /// How many times a failed operation is retried, and how long to wait before each retry.
 ///
-/// Shared by ``MonoTask``, ``TaskManager`` and the HTTP retry policy.
+/// Shared by ``MonoTask``, ``KeyedMonoTask`` and, in TaskKitHTTP, the HTTP retry policy and the
+/// bearer authenticator's refresh.
 ///
 /// - ``never``: one attempt, no retry.
 /// - ``count(count:intervalProxy:)``: exactly `count` retries, so `count + 1` attempts in all.
@@ -60,6 +61,26 @@ public enum RetryCount: Sendable, Hashable, ExpressibleByIntegerLiteral {
     public func makeSchedule() -> RetrySchedule {
         RetrySchedule(policy: self)
     }
+
+    /// The delay before retry number `retry` (1-based), in seconds, or `nil` when this policy
+    /// allows no such retry: the interval proxy's delay (jitter drawn from `generator`,
+    /// decorrelated jitter from `previous`), raised to `minimum` when one is given, and bounded
+    /// by the proxy's cap or, when it has none, by `ceiling`.
+    ///
+    /// The one clamp of every retry delay: ``RetrySchedule`` steps through it, and the HTTP retry
+    /// policy asks it directly with a server's `Retry-After` as the minimum.
+    package func delay(
+        forRetry retry: Int,
+        previous: TimeInterval?,
+        atLeast minimum: TimeInterval? = nil,
+        ceiling: TimeInterval = .greatestFiniteMagnitude,
+        using generator: inout some RandomNumberGenerator
+    ) -> TimeInterval? {
+        guard allowsRetry(after: retry - 1), let proxy = intervalProxy else { return nil }
+        var interval = proxy.timeInterval(forRetry: retry, previous: previous, using: &generator)
+        if let minimum { interval = max(interval, minimum) }
+        return min(interval, proxy.maximumTimeInterval ?? ceiling)
+    }
 }
 
 /// The running state of one retry sequence: how many retries were made and the last delay.
@@ -98,20 +119,25 @@ public struct RetrySchedule: Sendable, Hashable {
 
     /// Consumes one retry and returns the delay before it, drawing jitter from `generator`.
     public mutating func nextDelay(using generator: inout some RandomNumberGenerator) -> Duration? {
-        guard canRetry, let proxy = policy.intervalProxy else { return nil }
-        retriesMade += 1
-        let interval = proxy.timeInterval(forRetry: retriesMade, previous: lastTimeInterval, using: &generator)
-        lastTimeInterval = interval
-        return Duration(timeInterval: interval)
+        nextDelay(atLeast: nil, using: &generator)
     }
 
     /// Consumes one retry with an explicit minimum delay (for example a server's `Retry-After`),
     /// still bounded by the proxy's cap. Returns `nil` when no retry is left.
     public mutating func nextDelay(atLeast minimum: TimeInterval) -> Duration? {
-        guard let delay = nextDelay() else { return nil }
-        let cap = policy.intervalProxy?.maximumTimeInterval ?? .greatestFiniteMagnitude
-        let chosen = min(max(delay.timeInterval, minimum), cap)
-        lastTimeInterval = chosen
-        return Duration(timeInterval: chosen)
+        var generator = SystemRandomNumberGenerator()
+        return nextDelay(atLeast: minimum, using: &generator)
+    }
+
+    /// Consumes one retry: the delay of `RetryCount.delay(forRetry:previous:atLeast:ceiling:using:)`.
+    private mutating func nextDelay(
+        atLeast minimum: TimeInterval?, using generator: inout some RandomNumberGenerator
+    ) -> Duration? {
+        guard let interval = policy.delay(
+            forRetry: retriesMade + 1, previous: lastTimeInterval, atLeast: minimum, using: &generator
+        ) else { return nil }
+        retriesMade += 1
+        lastTimeInterval = interval
+        return Duration(timeInterval: interval)
     }
 }

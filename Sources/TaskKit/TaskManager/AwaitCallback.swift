@@ -1,7 +1,7 @@
 /// Runs `body`, handing it a callback, and suspends until the callback is called; returns the
 /// value passed to it.
 ///
-/// This is the seed's blocking `await { done in … }` rebuilt on Swift concurrency: no thread is
+/// A callback-shaped wait on Swift concurrency: no thread is
 /// blocked while waiting, so any number of nested awaits complete on any number of cores. Only
 /// the first call of the callback counts; later calls are ignored. If the callback is never
 /// called the caller stays suspended (cancelling the calling Swift task does not resume it,
@@ -15,10 +15,9 @@
 public func awaitCallback<T: Sendable>(
     _ body: (@escaping @Sendable (T) -> Void) -> Void
 ) async -> T {
-    await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
-        let once = ResumeOnce(continuation)
-        body { value in once.resume(returning: value) }
-    }
+    let once = OneShot<T, Never>()
+    body { value in once.finish(with: .success(value)) }
+    return await once.value()
 }
 
 /// Runs `body`, handing it a callback that takes no argument, and suspends until it is called.
@@ -27,10 +26,9 @@ public func awaitCallback<T: Sendable>(
 public func awaitCallback(
     _ body: (@escaping @Sendable () -> Void) -> Void
 ) async {
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-        let once = ResumeOnce(continuation)
-        body { once.resume(returning: ()) }
-    }
+    let once = OneShot<Void, Never>()
+    body { once.finish(with: .success(())) }
+    await once.value()
 }
 
 /// Runs `body`, handing it a callback taking a `Result`, and suspends until it is called;
@@ -40,10 +38,9 @@ public func awaitCallback(
 public func awaitCallback<T: Sendable>(
     _ body: (@escaping @Sendable (Result<T, any Error>) -> Void) -> Void
 ) async throws -> T {
-    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-        let once = ResumeOnceThrowing(continuation)
-        body { result in once.resume(with: result) }
-    }
+    let once = OneShot<T, any Error>()
+    body { result in once.finish(with: result) }
+    return try await once.value()
 }
 
 /// `awaitCallback(_:)` with a deadline: suspends until the callback is called or
@@ -124,53 +121,18 @@ private func awaitCallbackResult<T: Sendable, C: Clock<Duration>>(
     _ body: (@escaping @Sendable (Result<T, any Error>) -> Void) -> Void
 ) async throws -> T {
     precondition(timeout > .zero, "awaitCallback(timeout:clock:_:): timeout must be > 0, got \(timeout)")
-    return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-        let once = ResumeOnceThrowing(continuation)
-        let timer = Task {
-            do {
-                try await clock.sleep(for: timeout)
-            } catch {
-                return  // the callback came first and cancelled the timer
-            }
-            once.resume(with: .failure(TaskError.timedOut))
+    let once = OneShot<T, any Error>()
+    let timer = Task {
+        do {
+            try await clock.sleep(for: timeout)
+        } catch {
+            return  // the callback came first and cancelled the timer
         }
-        body { result in
-            timer.cancel()
-            once.resume(with: result)
-        }
+        once.finish(with: .failure(TaskError.timedOut))
     }
-}
-
-/// A continuation resumed by the first of any number of calls.
-final class ResumeOnce<T: Sendable>: Sendable {
-    private let continuation: LockedState<CheckedContinuation<T, Never>?>
-
-    init(_ continuation: CheckedContinuation<T, Never>) {
-        self.continuation = LockedState(continuation)
+    body { result in
+        timer.cancel()
+        once.finish(with: result)
     }
-
-    func resume(returning value: T) {
-        let taken = continuation.withLock { stored -> CheckedContinuation<T, Never>? in
-            defer { stored = nil }
-            return stored
-        }
-        taken?.resume(returning: value)
-    }
-}
-
-/// A throwing continuation resumed by the first of any number of calls.
-final class ResumeOnceThrowing<T: Sendable>: Sendable {
-    private let continuation: LockedState<CheckedContinuation<T, any Error>?>
-
-    init(_ continuation: CheckedContinuation<T, any Error>) {
-        self.continuation = LockedState(continuation)
-    }
-
-    func resume(with result: Result<T, any Error>) {
-        let taken = continuation.withLock { stored -> CheckedContinuation<T, any Error>? in
-            defer { stored = nil }
-            return stored
-        }
-        taken?.resume(with: result)
-    }
+    return try await once.value()
 }

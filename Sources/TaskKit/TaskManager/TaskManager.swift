@@ -50,7 +50,7 @@ public final class TaskManager: Sendable {
         reactors: [any Reactor] = [],
         maxConcurrentTasks: Int? = nil,
         clock: any Clock<Duration> = ContinuousClock(),
-        logger: Logger = Logger(label: "TaskKit.TaskManager", factory: { _ in SwiftLogNoOpLogHandler() })
+        logger: Logger = .silent(label: "TaskKit.TaskManager")
     ) {
         if let maxConcurrentTasks {
             precondition(
@@ -111,9 +111,9 @@ public final class TaskManager: Sendable {
     public func value<T: ManagedTask>(
         of task: T, after: Duration? = nil, timeout: Duration? = nil
     ) async throws -> T.SuccessValue {
-        let slot = ResultSlot<T.SuccessValue>()
+        let slot = OneShot<T.SuccessValue, any Error>()
         let handle = add(task: task, startImmediately: false, after: after, timeout: timeout) { result in
-            slot.fill(result)
+            slot.finish(with: result)
         }
         do {
             return try await withTaskCancellationHandler {
@@ -181,51 +181,5 @@ public final class TaskManager: Sendable {
     /// nothing to wait for, or when the calling Swift task is cancelled.
     public func waitTillAllTasksFinished() async {
         await storage.waitTillAllTasksFinished()
-    }
-}
-
-/// A result delivered once, awaited once, in either order.
-final class ResultSlot<Value: Sendable>: Sendable {
-    private enum State {
-        case empty
-        case waiting(CheckedContinuation<Value, any Error>)
-        case filled(Result<Value, any Error>)
-        case done
-    }
-
-    private let state = LockedState(State.empty)
-
-    func fill(_ result: Result<Value, any Error>) {
-        let continuation = state.withLock { state -> CheckedContinuation<Value, any Error>? in
-            switch state {
-            case .empty:
-                state = .filled(result)
-                return nil
-            case .waiting(let continuation):
-                state = .done
-                return continuation
-            case .filled, .done:
-                return nil
-            }
-        }
-        continuation?.resume(with: result)
-    }
-
-    func value() async throws -> Value {
-        try await withCheckedThrowingContinuation { continuation in
-            let ready = state.withLock { state -> Result<Value, any Error>? in
-                switch state {
-                case .empty:
-                    state = .waiting(continuation)
-                    return nil
-                case .filled(let result):
-                    state = .done
-                    return result
-                case .waiting, .done:
-                    preconditionFailure("ResultSlot awaited twice")
-                }
-            }
-            if let ready { continuation.resume(with: ready) }
-        }
     }
 }

@@ -118,7 +118,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
     ///
     /// - Parameter logger: Receives `trace` messages for cancellations and for work skipped by
     ///   ``TaskStoreDuplicateKeyBehavior/preferPrevious-type.property``. Silent by default.
-    public init(logger: Logger = Logger(label: "TaskKit.TaskStore", factory: { _ in SwiftLogNoOpLogHandler() })) {
+    public init(logger: Logger = .silent(label: "TaskKit.TaskStore")) {
         self.logger = logger
     }
 
@@ -438,9 +438,8 @@ public final class TaskStore<Key: Hashable & Sendable> {
     //
     // The hot paths (`addTask`, the task body and its `taskFinished`, `taskIsRunning`) and the
     // state machine are `@inlinable`, so they are specialised for the client's `Key` in the
-    // client's module. Unspecialised, every dictionary and enum operation on `Key`-dependent types
-    // looked up generic metadata at run time (a quarter of `addTask`'s profile); specialising took
-    // `addTask` + await from 2.1 µs to 1.2 µs.
+    // client's module: unspecialised, every dictionary and enum operation on `Key`-dependent types
+    // looks up generic metadata at run time (figures in Benchmarks/NOTES.md).
 
     /// Registers an observation access to ``runningKeys`` (the macro's `access` is internal, so
     /// inlinable code calls it through this).

@@ -88,16 +88,10 @@ public final class BearerTokenAuthenticator: Sendable {
         var refreshes = 0
     }
 
-    /// What the next refresh starts from; written just before the single-flight run starts.
-    private struct RefreshInput {
-        var current: BearerCredential?
-        var transport: (any HTTPTransport)?
-    }
-
     private let state: LockedState<State>
-    private let refreshInput: LockedState<RefreshInput>
-    /// Runs the refresh: single-flight by construction, retried per `refreshRetry`, never cached.
-    private let refreshTask: MonoTask<BearerCredential>
+    /// One refresh: `refresh`, retried per `refreshRetry` on the clock. The state machine starts
+    /// at most one at a time (it is the single-flight); each runs in a `Task` of its own.
+    private let runRefresh: @Sendable (BearerCredential?, any HTTPTransport) async -> Result<BearerCredential, any Error>
     private let now: @Sendable () -> Duration
     private let logger: Logger
 
@@ -120,20 +114,23 @@ public final class BearerTokenAuthenticator: Sendable {
         let now: @Sendable () -> Duration = { origin.duration(to: clock.now) }
         self.now = now
         self.logger = logger
-        let input = LockedState(RefreshInput())
-        self.refreshInput = input
-        self.refreshTask = MonoTask(
-            retry: configuration.refreshRetry,
-            resultExpireDuration: 0,
-            clock: clock,
-            logger: logger
-        ) {
-            let (current, transport) = input.withLock { ($0.current, $0.transport) }
-            guard let transport else { return .failure(CancellationError()) }
-            do {
-                return .success(try await refresh(current, transport))
-            } catch {
-                return .failure(error)
+        let retry = configuration.refreshRetry
+        self.runRefresh = { current, transport in
+            var schedule = retry.makeSchedule()
+            while true {
+                let result: Result<BearerCredential, any Error>
+                do {
+                    result = .success(try await refresh(current, transport))
+                } catch {
+                    result = .failure(error)
+                }
+                guard case .failure = result, let delay = schedule.nextDelay() else { return result }
+                logger.debug("token refresh failed; retrying", metadata: ["delay": "\(delay)"])
+                do {
+                    try await clock.sleep(until: clock.now.advanced(by: delay), tolerance: nil)
+                } catch {
+                    return result  // only cancellation ends a sleep early, and nothing cancels this task
+                }
             }
         }
         self.state = LockedState(
@@ -229,12 +226,10 @@ public final class BearerTokenAuthenticator: Sendable {
 
     private func startRefresh(from current: BearerCredential?, transport: any HTTPTransport) {
         logger.debug("token refresh started")
-        refreshInput.withLock { $0 = RefreshInput(current: current, transport: transport) }
-        // The refresh belongs to no single waiter (it runs in MonoTask's own task), so no
-        // waiter's cancellation can cancel it.
-        refreshTask.execute { [self] result in
-            refreshInput.withLock { $0 = RefreshInput() }
-            finishRefresh(result)
+        // The refresh belongs to no single waiter (it runs in a task of its own), so no waiter's
+        // cancellation can cancel it.
+        Task.detached { [self] in
+            finishRefresh(await runRefresh(current, transport))
         }
     }
 
@@ -260,6 +255,6 @@ public final class BearerTokenAuthenticator: Sendable {
 public enum TaskKitHTTPLogging {
     /// A logger that discards everything: the default of every TaskKitHTTP type.
     public static var silent: Logger {
-        Logger(label: "TaskKitHTTP", factory: { _ in SwiftLogNoOpLogHandler() })
+        .silent(label: "TaskKitHTTP")
     }
 }

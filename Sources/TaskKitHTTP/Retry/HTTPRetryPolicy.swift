@@ -116,19 +116,15 @@ public struct HTTPRetryPolicy: Sendable {
         now: Date = Date(),
         using generator: inout some RandomNumberGenerator
     ) -> Duration? {
-        guard isRetryable(request, outcome: outcome), retry.allowsRetry(after: retriesSoFar),
-            let proxy = retry.intervalProxy
-        else { return nil }
-        var interval = proxy.timeInterval(
-            forRetry: retriesSoFar + 1, previous: previousDelay?.timeInterval, using: &generator
-        )
-        if honoursRetryAfter, case .success(let response) = outcome,
-            let asked = RetryAfter.delay(from: response, now: now)
-        {
-            interval = max(interval, asked)
+        guard isRetryable(request, outcome: outcome) else { return nil }
+        var asked: TimeInterval?
+        if honoursRetryAfter, case .success(let response) = outcome {
+            asked = RetryAfter.delay(from: response, now: now)
         }
-        interval = min(interval, proxy.maximumTimeInterval ?? delayCeiling.timeInterval)
-        return Duration(timeInterval: interval)
+        return retry.delay(
+            forRetry: retriesSoFar + 1, previous: previousDelay?.timeInterval, atLeast: asked,
+            ceiling: delayCeiling.timeInterval, using: &generator
+        ).map(Duration.init(timeInterval:))
     }
 
     /// ``delay(for:outcome:retriesSoFar:previousDelay:now:using:)`` with the system random generator.

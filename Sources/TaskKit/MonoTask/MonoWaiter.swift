@@ -1,0 +1,49 @@
+#if DEBUG
+/// The continuation of an async caller of ``MonoTask`` or ``KeyedMonoTask``. Debug builds check
+/// the exactly-once rule at run time.
+@usableFromInline typealias MonoContinuation<Value> = CheckedContinuation<Result<Value, any Error>, Never>
+#else
+/// The continuation of an async caller of ``MonoTask`` or ``KeyedMonoTask``. Release builds rely
+/// on the state machines' exactly-once rule and save the checked continuation's allocation.
+@usableFromInline typealias MonoContinuation<Value> = UnsafeContinuation<Result<Value, any Error>, Never>
+#endif
+
+/// A caller waiting for a ``MonoTask`` run or a ``KeyedMonoTask`` load: the token their state
+/// machines store and hand back exactly once.
+@usableFromInline
+enum MonoWaiter<Value: Sendable> {
+    case async(MonoContinuation<Value>)
+    case callback(@Sendable (Result<Value, any Error>) -> Void)
+}
+
+extension Array {
+    /// Resumes the async waiters among these with `result`, in order, and returns the callbacks
+    /// of the others, in order, for the owner to call (where its rules say).
+    func resumingContinuations<Value>(
+        with result: Result<Value, any Error>
+    ) -> [@Sendable (Result<Value, any Error>) -> Void] where Element == MonoWaiter<Value> {
+        var callbacks: [@Sendable (Result<Value, any Error>) -> Void] = []
+        for waiter in self {
+            switch waiter {
+            case .async(let continuation):
+                continuation.resume(returning: result)
+            case .callback(let callback):
+                callbacks.append(callback)
+            }
+        }
+        return callbacks
+    }
+}
+
+/// Suspends the caller with a ``MonoContinuation`` handed to `body`.
+@inlinable
+nonisolated(nonsending)
+func withMonoContinuation<Value>(
+    _ body: (MonoContinuation<Value>) -> Void
+) async -> Result<Value, any Error> {
+    #if DEBUG
+    await withCheckedContinuation(body)
+    #else
+    await withUnsafeContinuation(body)
+    #endif
+}
