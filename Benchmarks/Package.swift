@@ -95,6 +95,7 @@ let package = Package(
         .executableTarget(
             name: "TaskManagerBenchmarks",
             dependencies: [
+                "BenchmarkSupport",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "TaskKit", package: "TaskKit"),
             ],

@@ -6,6 +6,10 @@
 // - "100 callers merged": 100 child tasks ask at once; the work waits until all 100 have joined,
 //   then completes once; the sample ends when all 100 have their result. Figures are per batch
 //   of 100 callers (the README divides them by 100).
+// - "MonoTask / actor+Task: 100 callers merged, paired": one sample runs 20 batches of each,
+//   interleaved (the side that goes first alternates), and records MonoTask's time in percent of
+//   the actor's (`ratio %`) and both per-caller times in ns. Read the ratio's median and spread:
+//   pairing cancels most of a shared machine's noise.
 import Benchmark
 import BenchmarkSupport
 import TaskKit
@@ -59,44 +63,76 @@ let benchmarks: @Sendable () -> Void = {
 
     Benchmark("MonoTask: 100 callers merged into one execution (per batch)", configuration: batchConfiguration) {
         benchmark in
-        for _ in benchmark.scaledIterations {
-            let gate = BenchGate()
-            let task = MonoTask<Int>(resultExpireDuration: 0) {
-                await gate.wait()
-                return .success(42)
-            }
-            await withTaskGroup(of: Int.self) { group in
-                for _ in 0..<callers {
-                    group.addTask { (try? await task.executeThrows()) ?? -1 }
-                }
-                while task.counters.mergedCallers < callers - 1 { await Task.yield() }
-                gate.open()
-                var sum = 0
-                for await value in group { sum += value }
-                precondition(sum == 42 * callers, "every caller gets the one result")
-            }
-        }
+        for _ in benchmark.scaledIterations { await monoTaskMergedBatch() }
     }
 
     Benchmark("Baseline actor+Task: 100 callers merged into one execution (per batch)", configuration: batchConfiguration) {
         benchmark in
-        for _ in benchmark.scaledIterations {
-            let gate = BenchGate()
-            let cache = NaiveSingleFlight(ttl: .zero) {
-                await gate.wait()
-                return 42
-            }
-            await withTaskGroup(of: Int.self) { group in
-                for _ in 0..<callers {
-                    group.addTask { (try? await cache.value()) ?? -1 }
-                }
-                while await cache.joined < callers - 1 { await Task.yield() }
-                gate.open()
-                var sum = 0
-                for await value in group { sum += value }
-                precondition(sum == 42 * callers, "every caller gets the one result")
-            }
+        for _ in benchmark.scaledIterations { await actorMergedBatch() }
+    }
+
+    // MARK: The same, paired in one sample
+
+    let pairedConfiguration = Benchmark.Configuration(
+        metrics: [ratioMetric, subjectPerCallerMetric, baselinePerCallerMetric],
+        warmupIterations: 3,
+        scalingFactor: .one,
+        maxDuration: .seconds(10),
+        maxIterations: 200
+    )
+
+    Benchmark("MonoTask / actor+Task: 100 callers merged, paired", configuration: pairedConfiguration) { benchmark in
+        let durations = await pairedDurations(
+            rounds: pairedRounds, subject: { await monoTaskMergedBatch() }, baseline: { await actorMergedBatch() }
+        )
+        benchmark.measurement(ratioMetric, durations.percent)
+        benchmark.measurement(subjectPerCallerMetric, PairedDurations.nanoseconds(durations.subject, per: pairedRounds * callers))
+        benchmark.measurement(baselinePerCallerMetric, PairedDurations.nanoseconds(durations.baseline, per: pairedRounds * callers))
+    }
+}
+
+let ratioMetric = BenchmarkMetric.custom("ratio %", polarity: .prefersSmaller, useScalingFactor: false)
+let subjectPerCallerMetric = BenchmarkMetric.custom("MonoTask ns/caller", polarity: .prefersSmaller, useScalingFactor: false)
+let baselinePerCallerMetric = BenchmarkMetric.custom("actor ns/caller", polarity: .prefersSmaller, useScalingFactor: false)
+
+/// Batches of each side per paired sample.
+let pairedRounds = 20
+
+/// 100 callers join one MonoTask execution, which completes once all have joined.
+func monoTaskMergedBatch() async {
+    let gate = BenchGate()
+    let task = MonoTask<Int>(resultExpireDuration: 0) {
+        await gate.wait()
+        return .success(42)
+    }
+    await withTaskGroup(of: Int.self) { group in
+        for _ in 0..<callers {
+            group.addTask { (try? await task.executeThrows()) ?? -1 }
         }
+        while task.counters.mergedCallers < callers - 1 { await Task.yield() }
+        gate.open()
+        var sum = 0
+        for await value in group { sum += value }
+        precondition(sum == 42 * callers, "every caller gets the one result")
+    }
+}
+
+/// The same with the hand-written actor.
+func actorMergedBatch() async {
+    let gate = BenchGate()
+    let cache = NaiveSingleFlight(ttl: .zero) {
+        await gate.wait()
+        return 42
+    }
+    await withTaskGroup(of: Int.self) { group in
+        for _ in 0..<callers {
+            group.addTask { (try? await cache.value()) ?? -1 }
+        }
+        while await cache.joined < callers - 1 { await Task.yield() }
+        gate.open()
+        var sum = 0
+        for await value in group { sum += value }
+        precondition(sum == 42 * callers, "every caller gets the one result")
     }
 }
 
