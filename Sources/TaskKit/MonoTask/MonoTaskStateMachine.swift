@@ -168,6 +168,15 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         return now - cached.storedAt >= refreshAfter
     }
 
+    /// Whether a caller that does not force an update would join the run in progress: a run
+    /// exists and no cached value can be fresh (none is cached, or the time to live is zero).
+    /// A cached value only grows older, so `true` stays true until the run ends or a value is
+    /// stored.
+    var callersJoinRun: Bool {
+        guard execution != nil else { return false }
+        return cached == nil || configuration.timeToLive == .zero
+    }
+
     // MARK: Callers
 
     /// The lock-held fast path of an async caller: a cache hit, or a waiter identifier to register.
@@ -270,7 +279,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         case .success(let value):
             cached = Cached(value: value, storedAt: now)
         }
-        let waiters = current.waiters.map(\.waiter)
+        let waiters = Self.waiters(of: current.waiters)
         var next: Generation?
         if let followUp = current.followUp {
             next = beginRun(waiters: followUp)
@@ -286,6 +295,15 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         current.phase = .running
         execution = current
         return true
+    }
+
+    /// The waiters of `entries`, in order. A loop, not `map`: unspecialised (this type is
+    /// generic), `map` allocates once per element.
+    private static func waiters(of entries: [Entry]) -> [Waiter] {
+        var waiters: [Waiter] = []
+        waiters.reserveCapacity(entries.count)
+        for entry in entries { waiters.append(entry.waiter) }
+        return waiters
     }
 
     // MARK: Cache control
@@ -317,8 +335,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         case .cancel:
             execution = nil
             counters.cancellations += 1
-            var waiters = current.waiters.map(\.waiter)
-            if let followUp = current.followUp { waiters.append(contentsOf: followUp.lazy.map(\.waiter)) }
+            let waiters = Self.waiters(of: current.waiters + (current.followUp ?? []))
             switch current.phase {
             case .pendingStart:
                 return .failWaiters(waiters, cancelRun: nil)
