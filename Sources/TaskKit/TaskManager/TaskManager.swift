@@ -112,12 +112,16 @@ public final class TaskManager: Sendable {
         of task: T, after: Duration? = nil, timeout: Duration? = nil
     ) async throws -> T.SuccessValue {
         let slot = OneShot<T.SuccessValue, any Error>()
-        let handle = add(task: task, startImmediately: false, after: after, timeout: timeout) { result in
+        // A caller that is cancelled already adds the task unstarted: the cancellation handler
+        // runs at once and ends it before it can start. Any other caller adds it started, in one
+        // lock round trip; a cancellation that comes later cancels it wherever it is.
+        let startNow = !Task.isCancelled
+        let handle = add(task: task, startImmediately: startNow, after: after, timeout: timeout) { result in
             slot.finish(with: result)
         }
         do {
             return try await withTaskCancellationHandler {
-                handle.start()
+                if !startNow { handle.start() }
                 return try await slot.value()
             } onCancel: {
                 handle.cancel()
