@@ -16,19 +16,28 @@ let package = Package(
         .library(name: "TaskKitAsyncHTTPClient", targets: ["TaskKitAsyncHTTPClient"]),
         // Single-flight across processes on PostgreSQL. Only this product builds postgres-nio.
         .library(name: "TaskKitPostgres", targets: ["TaskKitPostgres"]),
+        // `TaskManager` and `URLTaskManager` as swift-service-lifecycle services. Only this product
+        // builds swift-service-lifecycle.
+        .library(name: "TaskKitServiceLifecycle", targets: ["TaskKitServiceLifecycle"]),
         .executable(name: "taskkit-demo", targets: ["taskkit-demo"]),
+        .executable(name: "taskkit-prometheus-example", targets: ["taskkit-prometheus-example"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
+        // API only: TaskKit reports through whatever `MetricsSystem` the application bootstraps.
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/OpenCombine/OpenCombine.git", from: "0.14.0"),
         .package(url: "https://github.com/swhitty/FlyingFox.git", from: "0.27.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         // Already a dependency of postgres-nio: SHA-256 of the keys.
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        // The Prometheus example only (its own executable target: nothing else builds it).
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         // Documentation only: `swift package generate-documentation --target TaskKit`.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.4.0"),
     ],
@@ -38,6 +47,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
         .target(
@@ -55,6 +65,7 @@ let package = Package(
             dependencies: [
                 "TaskKit",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
         .target(
@@ -78,6 +89,14 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
+        .target(
+            name: "TaskKitServiceLifecycle",
+            dependencies: [
+                "TaskKit",
+                "TaskKitHTTP",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // The worker process the TaskKitPostgres tests and benchmarks start: callers of one
         // `PostgresSingleFlight` in a separate process (not a product).
         .executableTarget(
@@ -99,6 +118,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Exports TaskKit's metrics in Prometheus text format while a workload runs.
+        .executableTarget(
+            name: "taskkit-prometheus-example",
+            dependencies: [
+                "TaskKit",
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]
+        ),
         // An embedded loopback HTTP server (FlyingFox) with the endpoints the HTTP tests and the
         // demo exercise: expiring tokens, flaky resources, Retry-After, slow and broken responses.
         .target(
@@ -109,11 +137,18 @@ let package = Package(
         // with a deadline, one dedicated-thread runner, a seeded random number generator.
         .target(
             name: "TaskKitTestSupport",
-            dependencies: ["TaskKit"]
+            dependencies: [
+                "TaskKit",
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ]
         ),
         .testTarget(
             name: "TaskKitTests",
-            dependencies: ["TaskKit", "TaskKitTestSupport"]
+            dependencies: [
+                "TaskKit", "TaskKitTestSupport",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ]
         ),
         .testTarget(
             name: "TaskKitCombineTests",
@@ -131,6 +166,16 @@ let package = Package(
                 "TaskKit", "TaskKitHTTP", "TaskKitTestSupport", "TaskKitLoopbackServer",
                 "TaskKitAsyncHTTPClient",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ]
+        ),
+        // Inside a real `ServiceGroup`, shut down by a signal.
+        .testTarget(
+            name: "TaskKitServiceLifecycleTests",
+            dependencies: [
+                "TaskKit", "TaskKitHTTP", "TaskKitServiceLifecycle", "TaskKitTestSupport",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // Against a real PostgreSQL server (`scripts/with-postgres`); skipped without one.

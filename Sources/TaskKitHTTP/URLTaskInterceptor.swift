@@ -38,6 +38,14 @@ public struct URLTaskContext: Sendable {
     /// The manager's bare transport: requests sent through it bypass every interceptor (for
     /// example a token refresh).
     public let transport: any HTTPTransport
+    /// The manager's metrics, with a `metricsLabel` (token refreshes count under its label).
+    var metrics: URLTaskMetrics?
+
+    /// Counts a token refresh under the manager's label; `nil` without metrics.
+    var refreshStarted: (@Sendable () -> Void)? {
+        guard let metrics else { return nil }
+        return { metrics.tokenRefreshes.increment() }
+    }
 
     /// Creates a context (useful to test an interceptor on its own).
     ///

@@ -59,6 +59,13 @@ public final class URLTaskManager: Sendable {
     ///   - timeout: the default deadline of each request; `nil` for none.
     ///   - clock: the clock for deadlines, delays and retry backoff.
     ///   - logger: receives each request's life at `.debug`; silent by default.
+    ///   - metricsLabel: With a label, the manager reports through the bootstrapped swift-metrics
+    ///     `MetricsSystem` with the dimension `("name", metricsLabel)`: `taskkit_http_requests`
+    ///     (`method`, and `status`: `1xx` … `5xx` or `error`; once per request, with its final
+    ///     outcome), `taskkit_http_retries`, `taskkit_http_token_refreshes`,
+    ///     `taskkit_http_request_duration`, and its ``taskManager``'s metrics under the same label.
+    ///     `nil` (default): no metric objects, no cost.
+    ///   - shutdownGracePeriod: see `TaskManager.shutdownGracePeriod`. Default: 10 seconds.
     public convenience init(
         interceptors: [any URLTaskInterceptor] = [],
         reactors: [any URLTaskReactor] = [],
@@ -66,18 +73,21 @@ public final class URLTaskManager: Sendable {
         maxConcurrentTasks: Int? = nil,
         timeout: Duration? = nil,
         clock: any Clock<Duration> = ContinuousClock(),
-        logger: Logger = TaskKitHTTPLogging.silent
+        logger: Logger = TaskKitHTTPLogging.silent,
+        metricsLabel: String? = nil,
+        shutdownGracePeriod: Duration = .seconds(10)
     ) {
         self.init(
             interceptors: interceptors, reactors: reactors,
             transport: URLSessionTransport(configuration: configuration),
-            maxConcurrentTasks: maxConcurrentTasks, timeout: timeout, clock: clock, logger: logger
+            maxConcurrentTasks: maxConcurrentTasks, timeout: timeout, clock: clock, logger: logger,
+            metricsLabel: metricsLabel, shutdownGracePeriod: shutdownGracePeriod
         )
     }
 
     /// Creates a manager over any ``HTTPTransport``.
     ///
-    /// - Parameters: as for ``init(interceptors:reactors:configuration:maxConcurrentTasks:timeout:clock:logger:)``,
+    /// - Parameters: as for ``init(interceptors:reactors:configuration:maxConcurrentTasks:timeout:clock:logger:metricsLabel:shutdownGracePeriod:)``,
     ///   with `transport` sending the requests.
     /// - Precondition: `timeout`, when given, is greater than zero.
     public init(
@@ -87,7 +97,9 @@ public final class URLTaskManager: Sendable {
         maxConcurrentTasks: Int? = nil,
         timeout: Duration? = nil,
         clock: any Clock<Duration> = ContinuousClock(),
-        logger: Logger = TaskKitHTTPLogging.silent
+        logger: Logger = TaskKitHTTPLogging.silent,
+        metricsLabel: String? = nil,
+        shutdownGracePeriod: Duration = .seconds(10)
     ) {
         if let timeout {
             precondition(timeout > .zero, "URLTaskManager: timeout must be > 0, got \(timeout)")
@@ -95,13 +107,18 @@ public final class URLTaskManager: Sendable {
         self.transport = transport
         self.interceptors = interceptors
         self.defaultTimeout = timeout
-        self.pipeline = URLTaskPipeline(interceptors: interceptors, transport: transport, clock: clock, logger: logger)
+        self.pipeline = URLTaskPipeline(
+            interceptors: interceptors, transport: transport, clock: clock, logger: logger,
+            metrics: metricsLabel.map { URLTaskMetrics(label: $0) }
+        )
         self.taskManager = TaskManager(
             interceptors: interceptors.map { $0 as any Interceptor },
             reactors: reactors.map { $0 as any Reactor },
             maxConcurrentTasks: maxConcurrentTasks,
             clock: clock,
-            logger: logger
+            logger: logger,
+            metricsLabel: metricsLabel,
+            shutdownGracePeriod: shutdownGracePeriod
         )
     }
 

@@ -17,9 +17,15 @@ final class URLTaskPipeline: Sendable {
     let transport: any HTTPTransport
     let clock: any Clock<Duration>
     let logger: Logger
+    /// The manager's metric objects, with a `metricsLabel`; `nil` without.
+    let metrics: URLTaskMetrics?
     private let requestCounter = Atomic<UInt64>(0)
 
-    init(interceptors: [any URLTaskInterceptor], transport: any HTTPTransport, clock: any Clock<Duration>, logger: Logger) {
+    init(
+        interceptors: [any URLTaskInterceptor], transport: any HTTPTransport, clock: any Clock<Duration>,
+        logger: Logger, metrics: URLTaskMetrics? = nil
+    ) {
+        self.metrics = metrics
         self.interceptors = interceptors
         self.transport = transport
         self.clock = clock
@@ -39,6 +45,25 @@ final class URLTaskPipeline: Sendable {
     }
 
     func run(_ task: URLTask) async throws -> URLTaskResponse {
+        guard let metrics else { return try await attempts(task) }
+        let elapsed = startStopwatch(on: clock)
+        var outcome: Result<URLTaskResponse, any Error>?
+        defer {
+            metrics.requestDuration.record(elapsed())
+            metrics.recordRequest(method: task.request.httpMethod, outcome: outcome)
+        }
+        do {
+            let response = try await attempts(task)
+            outcome = .success(response)
+            return response
+        } catch {
+            outcome = .failure(error)
+            throw error
+        }
+    }
+
+    /// Every attempt of one execution of `task`: adapt, send, ask whether to retry, wait, repeat.
+    private func attempts(_ task: URLTask) async throws -> URLTaskResponse {
         // Log records (and their metadata) are only built when someone will read them.
         let log = logger.logLevel <= .debug ? URLTaskLog(logger: logger, task: task) : nil
         if task.recordExecution() > 1 { log?.record(.requeued) }
@@ -50,9 +75,10 @@ final class URLTaskPipeline: Sendable {
             var request = task.request
             try Self.validate(request)
             for index in 0..<count {
-                let context = URLTaskContext(
+                var context = URLTaskContext(
                     attempt: attempt, retriesSoFar: retries[index], previousDelay: delays[index], transport: transport
                 )
+                context.metrics = metrics
                 request = try await interceptors[index].adapt(request, for: task, context: context)
             }
             try Self.validate(request)
@@ -74,9 +100,10 @@ final class URLTaskPipeline: Sendable {
             var decision = URLTaskRetryDecision.doNotRetry
             var decider = 0
             for index in 0..<count {
-                let context = URLTaskContext(
+                var context = URLTaskContext(
                     attempt: attempt, retriesSoFar: retries[index], previousDelay: delays[index], transport: transport
                 )
+                context.metrics = metrics
                 decision = try await interceptors[index].retry(request, for: task, dueTo: outcome, context: context)
                 if decision != .doNotRetry {
                     decider = index
@@ -91,10 +118,12 @@ final class URLTaskPipeline: Sendable {
                 retries[decider] += 1
                 log?.record(.replayed, attempt: attempt, outcome: outcome, by: interceptors[decider])
             case .retry:
+                metrics?.retries.increment()
                 retries[decider] += 1
                 delays[decider] = nil
                 log?.record(.retried, attempt: attempt, outcome: outcome, by: interceptors[decider], delay: .zero)
             case .retryAfter(let delay):
+                metrics?.retries.increment()
                 retries[decider] += 1
                 delays[decider] = delay
                 log?.record(.retried, attempt: attempt, outcome: outcome, by: interceptors[decider], delay: delay)
@@ -169,7 +198,7 @@ struct URLTaskLog {
 extension BearerTokenAuthenticator: URLTaskInterceptor {
     /// Signs the request with the current credential, waiting for a refresh when needed.
     public func adapt(_ request: URLRequest, for task: URLTask, context: URLTaskContext) async throws -> URLRequest {
-        try await authorize(request, transport: context.transport)
+        try await authorize(request, transport: context.transport, refreshStarted: context.refreshStarted)
     }
 
     /// On `401`, waits for a credential newer than the one the request was signed with
@@ -180,7 +209,9 @@ extension BearerTokenAuthenticator: URLTaskInterceptor {
         context: URLTaskContext
     ) async throws -> URLTaskRetryDecision {
         guard case .success(let response) = outcome, response.statusCode == 401 else { return .doNotRetry }
-        try await handleUnauthorized(request, transport: context.transport)
+        try await handleUnauthorized(
+            request, transport: context.transport, refreshStarted: context.refreshStarted
+        )
         return .replay
     }
 }

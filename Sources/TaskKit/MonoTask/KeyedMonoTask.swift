@@ -1,3 +1,5 @@
+import CoreMetrics
+
 /// ``MonoTask`` for many keys: a bounded, single-flight async loading cache.
 ///
 /// One `KeyedMonoTask` answers requests for the value of any key — a profile per user id, an
@@ -50,6 +52,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     private let load: @Sendable (Key) async throws -> Value
     /// The cost of a loaded value, with a cost bound; `nil` without.
     private let cost: (@Sendable (Key, Value) -> Int)?
+    /// The metric objects, with a `metricsLabel`; `nil` (no metric objects) without.
+    @usableFromInline let metrics: MonoTaskMetrics?
 
     /// Creates a cache that loads the value of a key with `load`.
     ///
@@ -70,6 +74,10 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///     `clock_getres(CLOCK_MONOTONIC_COARSE)` reports), which makes a hit about twice as fast
     ///     as a precise read: expiry is exact to within one tick. Pass `SuspendingClock()` where
     ///     durations below a few milliseconds must be exact.
+    ///   - metricsLabel: With a label, the cache reports through the bootstrapped swift-metrics
+    ///     `MetricsSystem` with the dimension `("name", metricsLabel)`: ``MonoTask``'s metric
+    ///     names (a load is a run) and `taskkit_keyed_evictions` (see <doc:RunningOnAServer>).
+    ///     `nil` (default): no metric objects, no cost.
     ///   - load: Loads the value of a key. Runs in a `Task` of its own, never under a lock, at
     ///     most once at a time per key (except after ``invalidate(_:)``, see there).
     public convenience init(
@@ -78,11 +86,13 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         staleWhileRevalidate: Duration = .zero,
         retry: RetryCount = .never,
         clock: some Clock<Duration> = ContinuousClock(),
+        metricsLabel: String? = nil,
         load: @escaping @Sendable (Key) async throws -> Value
     ) {
         self.init(
             entries: maximumEntries, costBound: nil, resultExpireDuration: resultExpireDuration,
-            staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, costOf: nil, load: load
+            staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, costOf: nil,
+            metricsLabel: metricsLabel, load: load
         )
     }
 
@@ -103,6 +113,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///   - staleWhileRevalidate: As for the other initialiser.
     ///   - retry: As for the other initialiser.
     ///   - clock: As for the other initialiser.
+    ///   - metricsLabel: As for the other initialiser.
     ///   - cost: The cost of a loaded value, for example its size in bytes; must not be negative.
     ///     Called once per successful load, in the load's `Task`, never under a lock.
     ///   - load: Loads the value of a key; as for the other initialiser.
@@ -113,13 +124,15 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         staleWhileRevalidate: Duration = .zero,
         retry: RetryCount = .never,
         clock: some Clock<Duration> = ContinuousClock(),
+        metricsLabel: String? = nil,
         cost: @escaping @Sendable (Key, Value) -> Int,
         load: @escaping @Sendable (Key) async throws -> Value
     ) {
         precondition(maximumCost >= 0, "KeyedMonoTask: maximumCost must be >= 0, got \(maximumCost)")
         self.init(
             entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
-            staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, costOf: cost, load: load
+            staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, costOf: cost,
+            metricsLabel: metricsLabel, load: load
         )
     }
 
@@ -131,6 +144,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         retry: RetryCount,
         clock: some Clock<Duration>,
         costOf cost: (@Sendable (Key, Value) -> Int)?,
+        metricsLabel: String?,
         load: @escaping @Sendable (Key) async throws -> Value
     ) {
         precondition(maximumEntries > 0, "KeyedMonoTask: maximumEntries must be > 0, got \(maximumEntries)")
@@ -154,6 +168,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         self.time = makeTimeSource(clock)
         self.load = load
         self.cost = cost
+        self.metrics = metricsLabel.map { MonoTaskMetrics(label: $0, keyed: true) }
     }
 
     // MARK: Values
@@ -179,6 +194,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         let fast = state.withLock { $0.fastPath(key: key, forceUpdate: forceUpdate, now: now) }
         switch fast {
         case .hit(let value, let refresh):
+            if let metrics { metrics.hits.increment() }
             if let refresh { startLoad(refresh) }
             return value
         case .miss(let id):
@@ -203,6 +219,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             let id = machine.makeWaiterID()
             return machine.request(key: key, waiter: .callback(then), id: id, forceUpdate: forceUpdate, now: now)
         }
+        if let metrics { metrics.record(action) }
         switch action {
         case .deliverCached(let value, let refresh):
             if let refresh { startLoad(refresh) }
@@ -245,6 +262,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             }
             return (hits, misses, refreshes)
         }
+        if let metrics, !hits.isEmpty { metrics.hits.increment(by: hits.count) }
         for refresh in refreshes { startLoad(refresh) }
         for (key, value) in hits { results[key] = .success(value) }
         guard !misses.isEmpty else { return results }
@@ -274,6 +292,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     public func invalidate(_ key: Key) {
         let (startLoad, released) = state.withLock { $0.invalidate(key) }
         withExtendedLifetime(released) {}
+        if let metrics { metrics.recordEvictions(released.evictions) }
         if let startLoad { self.startLoad(startLoad) }
     }
 
@@ -281,6 +300,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     public func invalidateAll() {
         let (startLoads, released) = state.withLock { $0.invalidateAll() }
         withExtendedLifetime(released) {}
+        if let metrics { metrics.recordEvictions(released.evictions) }
         for startLoad in startLoads { self.startLoad(startLoad) }
     }
 
@@ -318,6 +338,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                         callerCancelled: Task.isCancelled
                     )
                 }
+                if let metrics { metrics.record(action) }
                 switch action {
                 case .deliverCached(let value, let refresh):
                     continuation.resume(returning: .success(value))
@@ -349,6 +370,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     }
 
     private func run(key: Key, generation: Machine.Generation) async {
+        let started = metrics == nil ? Duration.zero : time.now()
         while true {
             let result: Result<Value, any Error>
             do {
@@ -374,6 +396,12 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                 state.withLock { $0.retryDue(generation: generation) }
             case .finish(let waiters, let result, let next, let released):
                 withExtendedLifetime(released) {}
+                if let metrics {
+                    var failed = false
+                    if case .failure = result { failed = true }
+                    metrics.recordRun(duration: now - started, failed: failed)
+                    metrics.recordEvictions(released.evictions)
+                }
                 deliver(result, to: waiters)
                 if let next { startLoad(next) }
                 return
@@ -383,5 +411,24 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
 
     private func deliver(_ result: Result<Value, any Error>, to waiters: [Waiter]) {
         for callback in waiters.resumingContinuations(with: result) { callback(result) }
+    }
+}
+
+extension MonoTaskMetrics {
+    /// Counts a request by the action its registration returned, and the evictions it caused.
+    @usableFromInline
+    func record<Key, Value, Waiter>(_ action: KeyedMonoTaskStateMachine<Key, Value, Waiter>.RequestAction) {
+        switch action {
+        case .deliverCached: hits.increment()
+        case .enqueued(let startLoad, let released):
+            recordMiss(started: startLoad != nil)
+            recordEvictions(released.evictions)
+        case .callerCancelled: break
+        }
+    }
+
+    /// Counts `count` evictions.
+    func recordEvictions(_ count: Int) {
+        if count > 0, let evictions { evictions.increment(by: count) }
     }
 }

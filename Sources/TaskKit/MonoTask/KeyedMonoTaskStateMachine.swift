@@ -85,6 +85,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @usableFromInline
     struct Released {
         @usableFromInline var removed: [Table.Removed] = []
+        /// How many of `removed` were evicted by a bound.
+        @usableFromInline var evictions = 0
         var values: [Value] = []
         var keys: [Key] = []
         var table: [Table.Node]?
@@ -207,6 +209,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             {
                 released.removed.append(evicted)
                 counters.evictions += 1
+                released.evictions += 1
             }
             let generation = beginLoad(key: key, waiters: [WaiterEntry(id: id, waiter: waiter)])
             _ = table.insertLoading(key, generation: generation)
@@ -314,6 +317,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
                 {
                     released.removed.append(evicted)
                     counters.evictions += 1
+                    released.evictions += 1
                 }
             } else {
                 released.removed.append(table.remove(slot))
@@ -368,6 +372,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         {
             released.removed.append(evicted)
             counters.evictions += 1
+            released.evictions += 1
         }
         let generation = beginLoad(key: key, waiters: followUp)
         _ = table.insertLoading(key, generation: generation)

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import Logging
 import Synchronization
@@ -76,6 +77,8 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     /// Identifiers of callers that register without the fast path. They start at 2^63, so they
     /// never meet the state machine's, which count up from 1, one per call.
     @usableFromInline let directWaiterIDs = Atomic<UInt64>(1 << 63)
+    /// The metric objects, with a `metricsLabel`; `nil` (no metric objects) without.
+    @usableFromInline let metrics: MonoTaskMetrics?
 
     // MARK: Initialisers
 
@@ -95,6 +98,11 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///   - clock: The clock for the cache's time to live and the retry backoff. Default:
     ///     `ContinuousClock()`.
     ///   - logger: Receives debug messages about runs, retries and cancellations. Default: silent.
+    ///   - metricsLabel: With a label, the task reports through the bootstrapped swift-metrics
+    ///     `MetricsSystem` with the dimension `("name", metricsLabel)`: `taskkit_monotask_requests`
+    ///     (`outcome`: `hit`, `merged`, `executed`), `taskkit_monotask_execution_duration` and
+    ///     `taskkit_monotask_failures` (see <doc:RunningOnAServer>). `nil` (default): no metric
+    ///     objects, no cost.
     ///   - task: The work. It must call its callback once; later calls are ignored.
     public convenience init(
         retry: RetryCount = .never,
@@ -104,11 +112,13 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         callbackQueue: DispatchQueue = .global(),
         clock: some Clock<Duration> = ContinuousClock(),
         logger: Logger? = nil,
+        metricsLabel: String? = nil,
         task: @escaping CallbackExecution
     ) {
         self.init(
             retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter,
-            callbackQueue: callbackQueue, clock: clock, logger: logger, body: .callback(task, taskQueue)
+            callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel,
+            body: .callback(task, taskQueue)
         )
     }
 
@@ -124,6 +134,8 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///   - clock: The clock for the cache's time to live and the retry backoff. Default:
     ///     `ContinuousClock()`.
     ///   - logger: Receives debug messages about runs, retries and cancellations. Default: silent.
+    ///   - metricsLabel: Reports through swift-metrics under this name; `nil` (default): no
+    ///     metrics. See the callback initialiser.
     ///   - task: The work, returning its outcome. Cancelled by `clearResult(.cancel)`.
     public convenience init(
         retry: RetryCount = .never,
@@ -133,18 +145,21 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         callbackQueue: DispatchQueue = .global(),
         clock: some Clock<Duration> = ContinuousClock(),
         logger: Logger? = nil,
+        metricsLabel: String? = nil,
         task: @escaping AsyncExecution
     ) {
         self.init(
             retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter,
-            callbackQueue: callbackQueue, clock: clock, logger: logger, body: .async(task)
+            callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel,
+            body: .async(task)
         )
     }
 
     /// The initialiser both public ones forward to, with the task block as a `Body`.
     private init(
         retry: RetryCount, resultExpireDuration: TimeInterval, refreshAfter: TimeInterval?,
-        callbackQueue: DispatchQueue, clock: some Clock<Duration>, logger: Logger?, body: Body
+        callbackQueue: DispatchQueue, clock: some Clock<Duration>, logger: Logger?, metricsLabel: String?,
+        body: Body
     ) {
         self.state = LockedState(
             State(machine: Machine(configuration: Self.configuration(retry, resultExpireDuration, refreshAfter)))
@@ -154,6 +169,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         self.body = body
         self.callbackQueue = callbackQueue
         self.logger = logger ?? silentLogger
+        self.metrics = metricsLabel.map { MonoTaskMetrics(label: $0, keyed: false) }
     }
 
     private static func configuration(
@@ -209,6 +225,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
             publishCallersJoinRun(state.machine)
             return action
         }
+        if let metrics { metrics.record(action) }
         switch action {
         case .deliverCached(let value, let startRun):
             if let completionHandler {
@@ -248,6 +265,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         let fast = state.withLock { $0.machine.fastPath(forceUpdate: forceUpdate, now: now) }
         switch fast {
         case .hit(let value, let startRun):
+            if let metrics { metrics.hits.increment() }
             if let startRun { self.startRun(startRun) }
             return .success(value)
         case .miss(let id):
@@ -286,6 +304,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
                     publishCallersJoinRun(state.machine)
                     return action
                 }
+                if let metrics { metrics.record(action) }
                 switch action {
                 case .deliverCached(let value, let startRun):
                     continuation.resume(returning: .success(value))
@@ -390,6 +409,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     }
 
     private func run(_ generation: UInt64) async {
+        let started = metrics == nil ? Duration.zero : time.now()
         while true {
             // A run cancelled before its first attempt skips the body but still reports, so the
             // state machine's count of active bodies stays exact.
@@ -415,6 +435,11 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
                 let proceed = state.withLock { $0.machine.retryDue(generation: generation) }
                 if !proceed { return }
             case .finish(let waiters, let result, let next):
+                if let metrics {
+                    var failed = false
+                    if case .failure = result { failed = true }
+                    metrics.recordRun(duration: now - started, failed: failed)
+                }
                 deliver(result, to: waiters)
                 if let next { startRun(next) }
                 return
@@ -463,3 +488,15 @@ extension MonoTask.State {
 }
 
 private let silentLogger = Logger.silent(label: "TaskKit.MonoTask")
+
+extension MonoTaskMetrics {
+    /// Counts a request by the action its registration returned.
+    @usableFromInline
+    func record<Value, Waiter>(_ action: MonoTaskStateMachine<Value, Waiter>.ExecuteAction) {
+        switch action {
+        case .deliverCached: hits.increment()
+        case .enqueued(let startRun): recordMiss(started: startRun != nil)
+        case .callerCancelled: break
+        }
+    }
+}

@@ -71,6 +71,9 @@ class AnyTaskBox: @unchecked Sendable {
     /// The deadline the caller asked for, else the task's own.
     var effectiveTimeout: Duration? { fatalError("abstract") }
 
+    /// Whether the stored result is a success (read when it is delivered).
+    var succeeded: Bool { fatalError("abstract") }
+
     /// Runs the interceptors in order on the task; returns their combined verdict.
     func intercept(_ interceptors: [any Interceptor], batchCounts: [Int]) -> InterceptVerdict {
         fatalError("abstract")
@@ -119,6 +122,11 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
             verdict.record(command, from: index, batchCount: count)
         }
         return verdict
+    }
+
+    override var succeeded: Bool {
+        if case .success? = result { return true }
+        return false
     }
 
     override func run(adapters interceptors: [any Interceptor]) async -> Bool {

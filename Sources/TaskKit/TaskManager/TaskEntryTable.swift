@@ -124,3 +124,12 @@ struct TaskEntryTable<Entry> {
     /// How many entries are stragglers (for tests).
     var stragglerCount: Int { stragglers.count }
 }
+
+extension TaskEntryTable {
+    /// The identifiers of every entry, in no particular order.
+    var identifiers: [Int] {
+        var ids = Array(stragglers.keys)
+        for index in head..<slots.count where slots[index] != nil { ids.append(firstID + index) }
+        return ids
+    }
+}

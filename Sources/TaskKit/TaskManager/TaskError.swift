@@ -18,6 +18,9 @@ public enum TaskError: Error, Sendable, CustomStringConvertible {
     /// The task had been requeued by a reactor whose execution exceeded
     /// ``ReactorConfiguration/timeout``.
     case reactorTimedOut(type: any Reactor.Type)
+    /// The task was added after ``TaskManager/shutDown()`` began (for example after a
+    /// swift-service-lifecycle graceful shutdown): the manager refuses new tasks.
+    case shuttingDown
 
     public var description: String {
         switch self {
@@ -26,6 +29,7 @@ public enum TaskError: Error, Sendable, CustomStringConvertible {
         case .discarded: return "TaskError.discarded"
         case .reactorFailed(let type, let error): return "TaskError.reactorFailed(type: \(type), error: \(error))"
         case .reactorTimedOut(let type): return "TaskError.reactorTimedOut(type: \(type))"
+        case .shuttingDown: return "TaskError.shuttingDown"
         }
     }
 }

@@ -35,6 +35,9 @@ public final class TaskManager: Sendable {
     /// The reactors, in the order they are asked about each result.
     public var reactors: [any Reactor] { storage.reactors }
 
+    /// How long ``shutDown()`` lets started tasks finish before it cancels what remains.
+    public let shutdownGracePeriod: Duration
+
     /// Creates a manager.
     ///
     /// - Parameters:
@@ -44,14 +47,31 @@ public final class TaskManager: Sendable {
     ///   - maxConcurrentTasks: the most tasks executing at once; `nil` (the default) for no limit.
     ///   - clock: the clock for `after:` delays, deadlines and reactor timeouts.
     ///   - logger: receives trace and debug messages; silent by default.
-    /// - Precondition: `maxConcurrentTasks`, when given, is at least 1.
+    ///   - metricsLabel: With a label, the manager reports through the bootstrapped swift-metrics
+    ///     `MetricsSystem` with the dimension `("name", metricsLabel)`: `taskkit_taskmanager_tasks`
+    ///     (`outcome`: `succeeded`, `failed`, `cancelled`, `timed_out`, `discarded`), the meters
+    ///     `taskkit_taskmanager_running` and `taskkit_taskmanager_queued`, and the timer
+    ///     `taskkit_taskmanager_task_duration` (one execution, on `clock`); see
+    ///     <doc:RunningOnAServer>. `nil` (default): no metric objects, no cost.
+    ///   - shutdownGracePeriod: how long ``shutDown()`` (and a swift-service-lifecycle graceful
+    ///     shutdown, with `TaskKitServiceLifecycle`) lets started tasks finish, on `clock`,
+    ///     before it cancels what remains. Default: 10 seconds.
+    /// - Precondition: `maxConcurrentTasks`, when given, is at least 1; `shutdownGracePeriod` is
+    ///   not negative.
     public init(
         interceptors: [any Interceptor] = [],
         reactors: [any Reactor] = [],
         maxConcurrentTasks: Int? = nil,
         clock: any Clock<Duration> = ContinuousClock(),
-        logger: Logger = .silent(label: "TaskKit.TaskManager")
+        logger: Logger = .silent(label: "TaskKit.TaskManager"),
+        metricsLabel: String? = nil,
+        shutdownGracePeriod: Duration = .seconds(10)
     ) {
+        precondition(
+            shutdownGracePeriod >= .zero,
+            "TaskManager: shutdownGracePeriod must be >= 0, got \(shutdownGracePeriod)"
+        )
+        self.shutdownGracePeriod = shutdownGracePeriod
         if let maxConcurrentTasks {
             precondition(
                 maxConcurrentTasks >= 1,
@@ -60,7 +80,8 @@ public final class TaskManager: Sendable {
         }
         storage = TaskManagerStorage(
             interceptors: interceptors, reactors: reactors, maxConcurrentTasks: maxConcurrentTasks,
-            clock: clock, logger: logger
+            clock: clock, logger: logger,
+            metrics: metricsLabel.map { TaskManagerMetrics(label: $0, clock: clock) }
         )
     }
 
@@ -186,4 +207,25 @@ public final class TaskManager: Sendable {
     public func waitTillAllTasksFinished() async {
         await storage.waitTillAllTasksFinished()
     }
+
+    /// Shuts the manager down: refuses new tasks, lets the started ones finish for
+    /// ``shutdownGracePeriod``, then cancels every task that remains (started or not).
+    ///
+    /// From the call on, a task added with ``add(task:startImmediately:after:timeout:completeOn:completion:)``
+    /// or ``value(of:after:timeout:)`` is not run: its ``ManagedTask/didCancel(with:)`` runs and
+    /// its caller receives ``TaskError/shuttingDown`` (its handle has identifier `0` and reports
+    /// ``TaskState/finished``). Tasks already added keep running, queued ones still start, for
+    /// up to the grace period on the manager's clock; the tasks still unfinished then (and
+    /// those added with `startImmediately: false` and never started) are cancelled as by
+    /// ``TaskHandle/cancel()``: their callers receive ``TaskError/cancelled``.
+    ///
+    /// If the calling Swift task is cancelled (before or during the grace period), what remains is
+    /// cancelled at once. Returns when every caller has been answered (every completion has
+    /// returned), cancelled or not. Calling it again shuts down again (the manager stays closed).
+    public func shutDown() async {
+        await storage.shutDown(gracePeriod: shutdownGracePeriod)
+    }
+
+    /// Whether ``shutDown()`` has begun: new tasks are refused with ``TaskError/shuttingDown``.
+    public var isShuttingDown: Bool { storage.isShuttingDown }
 }

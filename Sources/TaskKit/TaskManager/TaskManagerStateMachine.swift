@@ -218,6 +218,10 @@ struct TaskManagerStateMachine<Payload, Job> {
     /// The number of tasks executing now.
     private(set) var runningCount = 0
 
+    /// Started tasks that are not executing and not finished: delayed, waiting for interception
+    /// or a slot, held by an interceptor, or waiting for a reaction.
+    var queuedCount: Int { activeCount - runningCount }
+
     /// Creates the machine.
     ///
     /// - Parameters:
@@ -687,5 +691,15 @@ struct InterceptVerdict: Sendable {
         if discard { return .discard }
         if let holder { return .hold(interceptor: holder) }
         return .execute
+    }
+}
+
+extension TaskManagerStateMachine {
+    /// Cancels every task that has not finished, started or not (a shutdown's last step).
+    mutating func cancelAll() -> ActionList {
+        var actions = ActionList()
+        for id in entries.identifiers { terminate(id, .cancelled, into: &actions) }
+        pump(into: &actions)
+        return actions
     }
 }

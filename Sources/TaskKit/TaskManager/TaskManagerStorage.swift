@@ -11,6 +11,11 @@ final class TaskManagerStorage: Sendable {
         var machine: Machine
         var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
         var nextWaiter = 0
+        /// The running and queued counts last applied to the metrics (with a `metricsLabel`).
+        var reportedRunning = 0
+        var reportedQueued = 0
+        /// Set by ``shutDown(gracePeriod:)``: new tasks are refused.
+        var shuttingDown = false
     }
 
     private let state: LockedState<State>
@@ -24,11 +29,14 @@ final class TaskManagerStorage: Sendable {
     private let reactorConfigurations: [ReactorConfiguration]
     let clock: any Clock<Duration>
     let logger: Logger
+    /// The metric objects, with a `metricsLabel`; `nil` (no metric objects) without.
+    let metrics: TaskManagerMetrics?
 
     init(
         interceptors: [any Interceptor], reactors: [any Reactor], maxConcurrentTasks: Int?,
-        clock: any Clock<Duration>, logger: Logger
+        clock: any Clock<Duration>, logger: Logger, metrics: TaskManagerMetrics? = nil
     ) {
+        self.metrics = metrics
         self.interceptors = interceptors
         self.reactors = reactors
         let configurations = reactors.map(\.configuration)
@@ -45,8 +53,14 @@ final class TaskManagerStorage: Sendable {
 
     func add(_ box: AnyTaskBox, startImmediately: Bool, delay: Duration?) -> TaskHandle {
         let timeout = box.effectiveTimeout
-        let (id, actions) = state.withLock {
-            $0.machine.add(payload: box, startImmediately: startImmediately, delay: delay, timeout: timeout)
+        let added = state.withLock { state -> (id: Int, actions: Machine.ActionList)? in
+            if state.shuttingDown { return nil }
+            return state.machine.add(payload: box, startImmediately: startImmediately, delay: delay, timeout: timeout)
+        }
+        guard let (id, actions) = added else {
+            logger.debug("task refused: the manager is shutting down")
+            box.terminate(with: .shuttingDown) {}
+            return TaskHandle(identifier: 0, storage: self)
         }
         logger.trace("task added", metadata: ["task": "\(id)"])
         perform(actions)
@@ -124,6 +138,32 @@ final class TaskManagerStorage: Sendable {
         if state.machine.waiterCount == 0 { waiterMayBeStored.store(false, ordering: .sequentiallyConsistent) }
     }
 
+    var isShuttingDown: Bool {
+        state.withLock { $0.shuttingDown }
+    }
+
+    /// Refuses new tasks, waits up to `gracePeriod` (on the clock) for the started ones, cancels
+    /// what remains, and returns once every caller was answered. A cancelled caller skips the
+    /// wait.
+    func shutDown(gracePeriod: Duration) async {
+        state.withLock { $0.shuttingDown = true }
+        logger.debug("shutting down", metadata: ["grace period": "\(gracePeriod)"])
+        if gracePeriod > .zero && !Task.isCancelled {
+            let clock = self.clock
+            await withTaskGroup(of: Void.self) { group in
+                // Both children return early when this task is cancelled.
+                group.addTask { await self.waitTillAllTasksFinished() }
+                group.addTask { try? await clock.sleep(for: gracePeriod) }
+                await group.next()
+                group.cancelAll()
+            }
+        }
+        perform(state.withLock { $0.machine.cancelAll() })
+        // The terminations were performed above; completions on a queue may still be running.
+        // Waited for in a task of its own, which a cancellation of this one does not reach.
+        await Task { await self.waitTillAllTasksFinished() }.value
+    }
+
     /// Reads the state machine (for tests and diagnostics).
     func inspect<R>(_ body: (Machine) -> R) -> R {
         state.withLock { body($0.machine) }
@@ -140,6 +180,19 @@ final class TaskManagerStorage: Sendable {
             while let action = current.popFirst() { perform(action, followUps: &followUps) }
             current = followUps
         }
+        if let metrics { recordCounts(metrics) }
+    }
+
+    /// Applies the change of the running and queued counts since the last call to `metrics`,
+    /// after the lock is released.
+    private func recordCounts(_ metrics: TaskManagerMetrics) {
+        let (running, queued) = state.withLock { state -> (Int, Int) in
+            let running = state.machine.runningCount
+            let queued = state.machine.queuedCount
+            defer { (state.reportedRunning, state.reportedQueued) = (running, queued) }
+            return (running - state.reportedRunning, queued - state.reportedQueued)
+        }
+        metrics.apply(runningDelta: running, queuedDelta: queued)
     }
 
     /// Performs one action; appends the follow-up actions it produces synchronously.
@@ -164,7 +217,9 @@ final class TaskManagerStorage: Sendable {
 
         case .execute(let id, let box, let attempt):
             let job = Task { [self] in
+                let stopwatch = metrics?.stopwatch()
                 let reactable = await box.run(adapters: interceptors)
+                if let stopwatch, let metrics { metrics.taskDuration.record(stopwatch()) }
                 perform(state.withLock { $0.machine.executionFinished(id: id, attempt: attempt, reactable: reactable) })
             }
             box.publishExecution(job)
@@ -186,11 +241,13 @@ final class TaskManagerStorage: Sendable {
             })
 
         case .deliver(let box):
+            if let metrics { (box.succeeded ? metrics.succeeded : metrics.failed).increment() }
             box.deliverResult { [self] in deliveryReturned() }
 
         case .terminate(let box, let reason):
             let error = taskError(for: reason)
             logger.debug("task ended", metadata: ["error": "\(error)"])
+            if let metrics { metrics.counter(for: reason).increment() }
             box.terminate(with: error) { [self] in deliveryReturned() }
 
         case .startReaction(let index, let generation):

@@ -157,7 +157,15 @@ public final class BearerTokenAuthenticator: Sendable {
     /// `request` with `Authorization: Bearer <token>` from a valid credential, waiting for (or
     /// starting) a refresh when needed.
     public func authorize(_ request: URLRequest, transport: any HTTPTransport) async throws -> URLRequest {
-        let credential = try await validCredential(transport: transport)
+        try await authorize(request, transport: transport, refreshStarted: nil)
+    }
+
+    /// ``authorize(_:transport:)``, calling `refreshStarted` (outside the lock) when this call
+    /// starts a refresh.
+    func authorize(
+        _ request: URLRequest, transport: any HTTPTransport, refreshStarted: (@Sendable () -> Void)?
+    ) async throws -> URLRequest {
+        let credential = try await validCredential(transport: transport, refreshStarted: refreshStarted)
         var request = request
         request.setValue("Bearer \(credential.accessToken)", forHTTPHeaderField: "Authorization")
         return request
@@ -166,19 +174,29 @@ public final class BearerTokenAuthenticator: Sendable {
     /// Handles a `401` for `request`: returns once a credential newer than the one `request` was
     /// signed with is available (refreshing if needed). The caller then replays the request.
     public func handleUnauthorized(_ request: URLRequest, transport: any HTTPTransport) async throws {
+        try await handleUnauthorized(request, transport: transport, refreshStarted: nil)
+    }
+
+    /// ``handleUnauthorized(_:transport:)``, calling `refreshStarted` (outside the lock) when this
+    /// call starts a refresh.
+    func handleUnauthorized(
+        _ request: URLRequest, transport: any HTTPTransport, refreshStarted: (@Sendable () -> Void)?
+    ) async throws {
         let token = Self.bearerToken(of: request)
-        _ = try await wait(transport: transport) { machine, id, waiter, now in
+        _ = try await wait(transport: transport, refreshStarted: refreshStarted) { machine, id, waiter, now in
             machine.unauthorized(signedWith: token, id: id, waiter: waiter, now: now)
         }
     }
 
     /// A valid credential, waiting for a refresh if needed.
-    func validCredential(transport: any HTTPTransport) async throws -> BearerCredential {
+    func validCredential(
+        transport: any HTTPTransport, refreshStarted: (@Sendable () -> Void)? = nil
+    ) async throws -> BearerCredential {
         let now = self.now()
         if let issued = state.withLock({ $0.machine.usableCredential(now: now) }) {
             return issued.credential
         }
-        return try await wait(transport: transport) { machine, id, waiter, now in
+        return try await wait(transport: transport, refreshStarted: refreshStarted) { machine, id, waiter, now in
             machine.credential(id: id, waiter: waiter, now: now)
         }
     }
@@ -190,6 +208,7 @@ public final class BearerTokenAuthenticator: Sendable {
 
     private func wait(
         transport: any HTTPTransport,
+        refreshStarted: (@Sendable () -> Void)? = nil,
         _ decide: @escaping @Sendable (inout Machine, UInt64, Waiter, Duration) -> Machine.Action
     ) async throws -> BearerCredential {
         let id = state.withLock { state -> UInt64 in
@@ -213,6 +232,7 @@ public final class BearerTokenAuthenticator: Sendable {
                 case .wait:
                     break
                 case .startRefresh(let current):
+                    refreshStarted?()
                     startRefresh(from: current, transport: transport)
                 case .fail(let error):
                     logger.warning("token refresh refused: \(error)")

@@ -102,6 +102,7 @@ func tmDescribe(_ error: TaskError) -> String {
     case .discarded: return "discarded"
     case .reactorFailed(let type, let error): return "reactorFailed(\(type), \(error))"
     case .reactorTimedOut(let type): return "reactorTimedOut(\(type))"
+    case .shuttingDown: return "shuttingDown"
     }
 }
 

@@ -1,0 +1,124 @@
+import CoreMetrics
+
+/// The swift-metrics objects of one ``MonoTask`` or ``KeyedMonoTask`` created with a
+/// `metricsLabel`, made once, in the initialiser.
+///
+/// Every metric carries the dimension `("name", label)` first. The handlers are the bootstrapped
+/// `MetricsSystem`'s, so they are user code: TaskKit calls them only after releasing its lock.
+@usableFromInline
+final class MonoTaskMetrics: Sendable {
+    /// `taskkit_monotask_requests`, `outcome` = `hit`: answered from the cache.
+    @usableFromInline let hits: Counter
+    /// `taskkit_monotask_requests`, `outcome` = `merged`: joined a run that another call started.
+    let merged: Counter
+    /// `taskkit_monotask_requests`, `outcome` = `executed`: started a run.
+    let executed: Counter
+    /// `taskkit_monotask_execution_duration`: one run, from its start to its final outcome.
+    let executionDuration: CoreMetrics.Timer
+    /// `taskkit_monotask_failures`: runs whose final outcome is a failure.
+    let failures: Counter
+    /// `taskkit_keyed_evictions` (``KeyedMonoTask`` only): cached values evicted by a bound.
+    let evictions: Counter?
+
+    init(label: String, keyed: Bool) {
+        let name = ("name", label)
+        hits = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "hit")])
+        merged = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "merged")])
+        executed = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "executed")])
+        executionDuration = CoreMetrics.Timer(label: "taskkit_monotask_execution_duration", dimensions: [name])
+        failures = Counter(label: "taskkit_monotask_failures", dimensions: [name])
+        evictions = keyed ? Counter(label: "taskkit_keyed_evictions", dimensions: [name]) : nil
+    }
+
+    /// Counts a request that did not hit the cache: `started` when it started a run.
+    func recordMiss(started: Bool) {
+        (started ? executed : merged).increment()
+    }
+
+    /// Records the end of a run that lasted `duration`.
+    func recordRun(duration: Duration, failed: Bool) {
+        executionDuration.record(duration)
+        if failed { failures.increment() }
+    }
+}
+
+/// The swift-metrics objects of one ``TaskManager`` created with a `metricsLabel`, made once, in
+/// the initialiser. Handlers are called only after the manager's lock is released.
+final class TaskManagerMetrics: Sendable {
+    /// `taskkit_taskmanager_tasks` by `outcome`.
+    let succeeded: Counter
+    let failed: Counter
+    let cancelled: Counter
+    let timedOut: Counter
+    let discarded: Counter
+    /// `taskkit_taskmanager_running`: tasks executing now.
+    let running: Meter
+    /// `taskkit_taskmanager_queued`: started tasks that are not executing and not finished.
+    let queued: Meter
+    /// `taskkit_taskmanager_task_duration`: one execution (adapters and `execute()`).
+    let taskDuration: CoreMetrics.Timer
+
+    /// Starts measuring on the manager's clock; the returned closure reads the elapsed time.
+    let stopwatch: @Sendable () -> @Sendable () -> Duration
+
+    init(label: String, clock: any Clock<Duration>) {
+        stopwatch = { startStopwatch(on: clock) }
+        let name = ("name", label)
+        func tasks(_ outcome: String) -> Counter {
+            Counter(label: "taskkit_taskmanager_tasks", dimensions: [name, ("outcome", outcome)])
+        }
+        succeeded = tasks("succeeded")
+        failed = tasks("failed")
+        cancelled = tasks("cancelled")
+        timedOut = tasks("timed_out")
+        discarded = tasks("discarded")
+        running = Meter(label: "taskkit_taskmanager_running", dimensions: [name])
+        queued = Meter(label: "taskkit_taskmanager_queued", dimensions: [name])
+        taskDuration = CoreMetrics.Timer(label: "taskkit_taskmanager_task_duration", dimensions: [name])
+    }
+
+
+    /// The `taskkit_taskmanager_tasks` counter for a task the manager ended.
+    func counter<Payload, Job>(for reason: TaskManagerStateMachine<Payload, Job>.Termination) -> Counter {
+        switch reason {
+        case .cancelled: return cancelled
+        case .timedOut: return timedOut
+        case .discarded: return discarded
+        case .reactorFailed, .reactorTimedOut: return failed
+        }
+    }
+
+    /// Applies the changes of the running and queued counts (computed under the lock, applied
+    /// after it): increments and decrements commute, so concurrent callers leave exact totals.
+    func apply(runningDelta: Int, queuedDelta: Int) {
+        Self.apply(runningDelta, to: running)
+        Self.apply(queuedDelta, to: queued)
+    }
+
+    private static func apply(_ delta: Int, to meter: Meter) {
+        if delta > 0 {
+            meter.increment(by: Double(delta))
+        } else if delta < 0 {
+            meter.decrement(by: Double(-delta))
+        }
+    }
+}
+
+extension CoreMetrics.Timer {
+    /// Records `duration` in nanoseconds (saturating).
+    package func record(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        recordNanoseconds(overflow ? Int64.max : scaled &+ attoseconds / 1_000_000_000)
+    }
+}
+
+/// Starts measuring on `clock`: the returned closure reads the time elapsed since this call.
+package func startStopwatch(on clock: any Clock<Duration>) -> @Sendable () -> Duration {
+    stopwatch(clock)
+}
+
+private func stopwatch<C: Clock<Duration>>(_ clock: C) -> @Sendable () -> Duration {
+    let start = clock.now
+    return { start.duration(to: clock.now) }
+}

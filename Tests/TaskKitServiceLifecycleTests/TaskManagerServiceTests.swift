@@ -1,0 +1,185 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+@testable import TaskKit
+import TaskKitHTTP
+import TaskKitServiceLifecycle
+import TaskKitTestSupport
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// `TaskManager` as a `Service` inside a real `ServiceGroup`, shut down by a real signal.
+///
+/// Serialized: the signal goes to the whole process, and only one group listens at a time. The
+/// signal is raised only once the probe service runs, that is after the group trapped it (a
+/// `ServiceGroup` traps its signals before it starts any service).
+@Suite(.serialized, .timeLimit(.minutes(1)))
+struct TaskManagerServiceTests {
+    @Test func onSIGUSR1RunningAndQueuedTasksFinishNewOnesAreRefused() async throws {
+        let manager = TaskManager(maxConcurrentTasks: 1, shutdownGracePeriod: .seconds(3_600))
+        let gate = ServiceTestGate()
+        let first = Task { try await manager.value { await gate.wait(); return 1 } }
+        let second = Task { try await manager.value { 2 } }  // queued behind the first
+        await eventually { manager.inspectUnfinished == 2 }
+
+        let probe = StartedProbe()
+        let group = ServiceGroup(
+            services: [manager, probe], gracefulShutdownSignals: [.sigusr1], logger: silentLogger
+        )
+        let running = Task { try await group.run() }
+        await eventually { probe.started }
+        kill(getpid(), SIGUSR1)
+        await eventually { manager.isShuttingDown }
+
+        await #expect(throws: TaskError.self) { try await manager.value { 3 } }
+        let refused = ServiceTestBox()
+        let handle = manager.add(execute: { 4 }, completion: { refused.set($0) })
+        #expect(handle.identifier == 0)
+        #expect(handle.state == .finished)
+        #expect(refused.error == "TaskError.shuttingDown")
+
+        gate.open()
+        #expect(try await first.value == 1)
+        #expect(try await second.value == 2)
+        try await running.value
+    }
+
+    @Test func afterTheGracePeriodWhatRemainsIsCancelledAndEveryCallerAnswered() async throws {
+        let clock = ManualClock()
+        let manager = TaskManager(clock: clock, shutdownGracePeriod: .seconds(5))
+        let stuck = Task {
+            try await manager.value { () async throws -> Int in
+                try await Task.sleep(for: .seconds(3_600))
+                return 1
+            }
+        }
+        let notStarted = ServiceTestBox()
+        manager.add(startImmediately: false, execute: { 2 }, completion: { notStarted.set($0) })
+        await eventually { manager.inspectUnfinished == 1 }
+
+        let probe = StartedProbe()
+        let group = ServiceGroup(
+            services: [manager, probe], gracefulShutdownSignals: [.sigusr1], logger: silentLogger
+        )
+        let running = Task { try await group.run() }
+        await eventually { probe.started }
+        kill(getpid(), SIGUSR1)
+        await eventually { manager.isShuttingDown }
+        await clock.waitForSleepers(count: 1)  // the grace period
+        clock.advance(by: .seconds(5))
+
+        let error = await #expect(throws: TaskError.self) { try await stuck.value }
+        #expect(error.map { "\($0)" } == "TaskError.cancelled")
+        try await running.value
+        #expect(notStarted.error == "TaskError.cancelled")
+    }
+
+    @Test func cancellingRunCancelsWhatRemainsAtOnce() async throws {
+        let manager = TaskManager(shutdownGracePeriod: .seconds(3_600))
+        let stuck = Task {
+            try await manager.value { () async throws -> Int in
+                try await Task.sleep(for: .seconds(3_600))
+                return 1
+            }
+        }
+        await eventually { manager.inspectUnfinished == 1 }
+        let probe = StartedProbe()
+        let group = ServiceGroup(services: [manager, probe], logger: silentLogger)
+        let running = Task { try await group.run() }
+        await eventually { probe.started }
+        running.cancel()
+
+        let error = await #expect(throws: TaskError.self) { try await stuck.value }
+        #expect(error.map { "\($0)" } == "TaskError.cancelled")
+        _ = try? await running.value
+        #expect(manager.isShuttingDown)
+        await #expect(throws: TaskError.self) { try await manager.value { 3 } }
+    }
+
+    @Test func aURLTaskManagerRunsAsAServiceThroughItsTaskManager() async throws {
+        let manager = URLTaskManager(shutdownGracePeriod: .seconds(1))
+        let probe = StartedProbe()
+        let group = ServiceGroup(services: [manager, probe], logger: silentLogger)
+        let running = Task { try await group.run() }
+        await eventually { probe.started }
+        await group.triggerGracefulShutdown()
+        try await running.value
+        #expect(manager.taskManager.isShuttingDown)
+        await #expect(throws: TaskError.self) {
+            try await manager.data(for: URLRequest(url: URL(string: "http://127.0.0.1:9/")!))
+        }
+    }
+}
+
+private let silentLogger = Logger(label: "TaskKitServiceLifecycleTests", factory: { _ in SwiftLogNoOpLogHandler() })
+
+/// A service that records that it runs, then waits for the group's graceful shutdown.
+private final class StartedProbe: Service {
+    private let flag = LockedState(false)
+    var started: Bool { flag.withLock { $0 } }
+
+    func run() async throws {
+        flag.withLock { $0 = true }
+        try? await gracefulShutdown()
+    }
+}
+
+/// A gate that a task body waits on until the test opens it.
+private final class ServiceTestGate: Sendable {
+    private let state = LockedState<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state -> Bool in
+                if state.open { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    func open() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+}
+
+/// The result a completion delivered, read by the test.
+private final class ServiceTestBox: Sendable {
+    private let result = LockedState<Result<Int, any Error>?>(nil)
+    func set(_ new: Result<Int, any Error>) { result.withLock { $0 = new } }
+    /// The description of the delivered error; `nil` before delivery or for a success.
+    var error: String? {
+        result.withLock { result in
+            guard case .failure(let error)? = result else { return nil }
+            return "\(error)"
+        }
+    }
+}
+
+extension TaskManager {
+    /// Started tasks not finished yet.
+    fileprivate var inspectUnfinished: Int { storage.inspect { $0.unfinishedCount } }
+}
+
+/// Yields until `condition` holds; a condition still false after 30 s (only when a test is
+/// broken) fails the test instead of hanging it.
+private func eventually(
+    sourceLocation: SourceLocation = #_sourceLocation, _ condition: () -> Bool
+) async {
+    let deadline = ContinuousClock.now.advanced(by: .seconds(30))
+    while !condition() {
+        guard ContinuousClock.now < deadline else {
+            Issue.record("condition still false after 30 s", sourceLocation: sourceLocation)
+            return
+        }
+        try? await Task.sleep(for: .milliseconds(1))
+    }
+}
