@@ -175,6 +175,7 @@ let package = Package(
             dependencies: [
                 "TaskKit", "TaskKitHTTP", "TaskKitServiceLifecycle", "TaskKitTestSupport",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

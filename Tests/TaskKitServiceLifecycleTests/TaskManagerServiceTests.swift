@@ -6,6 +6,7 @@ import TaskKitHTTP
 import TaskKitServiceLifecycle
 import TaskKitTestSupport
 import Testing
+import UnixSignals
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -24,12 +25,7 @@ struct TaskManagerServiceTests {
         let second = Task { try await manager.value { 2 } }  // queued behind the first
         await eventually { manager.inspectUnfinished == 2 }
 
-        let probe = StartedProbe()
-        let group = ServiceGroup(
-            services: [manager, probe], gracefulShutdownSignals: [.sigusr1], logger: silentLogger
-        )
-        let running = Task { try await group.run() }
-        await eventually { probe.started }
+        let running = await runInServiceGroup(manager, gracefulShutdownSignals: [.sigusr1])
         kill(getpid(), SIGUSR1)
         await eventually { manager.isShuttingDown }
 
@@ -59,12 +55,7 @@ struct TaskManagerServiceTests {
         manager.add(startImmediately: false, execute: { 2 }, completion: { notStarted.set($0) })
         await eventually { manager.inspectUnfinished == 1 }
 
-        let probe = StartedProbe()
-        let group = ServiceGroup(
-            services: [manager, probe], gracefulShutdownSignals: [.sigusr1], logger: silentLogger
-        )
-        let running = Task { try await group.run() }
-        await eventually { probe.started }
+        let running = await runInServiceGroup(manager, gracefulShutdownSignals: [.sigusr1])
         kill(getpid(), SIGUSR1)
         await eventually { manager.isShuttingDown }
         await clock.waitForSleepers(count: 1)  // the grace period
@@ -85,10 +76,7 @@ struct TaskManagerServiceTests {
             }
         }
         await eventually { manager.inspectUnfinished == 1 }
-        let probe = StartedProbe()
-        let group = ServiceGroup(services: [manager, probe], logger: silentLogger)
-        let running = Task { try await group.run() }
-        await eventually { probe.started }
+        let running = await runInServiceGroup(manager)
         running.cancel()
 
         let error = await #expect(throws: TaskError.self) { try await stuck.value }
@@ -111,6 +99,20 @@ struct TaskManagerServiceTests {
             try await manager.data(for: URLRequest(url: URL(string: "http://127.0.0.1:9/")!))
         }
     }
+}
+
+/// Runs `service` in a new `ServiceGroup` (with a probe service) and returns the group's task
+/// once the probe runs, that is once the group has trapped `gracefulShutdownSignals`.
+private func runInServiceGroup(
+    _ service: some Service, gracefulShutdownSignals: [UnixSignal] = []
+) async -> Task<Void, any Error> {
+    let probe = StartedProbe()
+    let group = ServiceGroup(
+        services: [service, probe], gracefulShutdownSignals: gracefulShutdownSignals, logger: silentLogger
+    )
+    let running = Task { try await group.run() }
+    await eventually { probe.started }
+    return running
 }
 
 private let silentLogger = Logger(label: "TaskKitServiceLifecycleTests", factory: { _ in SwiftLogNoOpLogHandler() })
