@@ -20,7 +20,7 @@ import FoundationNetworking
 struct TaskManagerServiceTests {
     @Test func onSIGUSR1RunningAndQueuedTasksFinishNewOnesAreRefused() async throws {
         let manager = TaskManager(maxConcurrentTasks: 1, shutdownGracePeriod: .seconds(3_600))
-        let gate = ServiceTestGate()
+        let gate = TestGate()
         let first = Task { try await manager.value { await gate.wait(); return 1 } }
         let second = Task { try await manager.value { 2 } }  // queued behind the first
         await eventually { manager.inspectUnfinished == 2 }
@@ -128,31 +128,6 @@ private final class StartedProbe: Service {
     }
 }
 
-/// A gate that a task body waits on until the test opens it.
-private final class ServiceTestGate: Sendable {
-    private let state = LockedState<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func wait() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { state -> Bool in
-                if state.open { return true }
-                state.waiters.append(continuation)
-                return false
-            }
-            if now { continuation.resume() }
-        }
-    }
-
-    func open() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.open = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-}
-
 /// The result a completion delivered, read by the test.
 private final class ServiceTestBox: Sendable {
     private let result = LockedState<Result<Int, any Error>?>(nil)
@@ -169,19 +144,4 @@ private final class ServiceTestBox: Sendable {
 extension TaskManager {
     /// Started tasks not finished yet.
     fileprivate var inspectUnfinished: Int { storage.inspect { $0.unfinishedCount } }
-}
-
-/// Yields until `condition` holds; a condition still false after 30 s (only when a test is
-/// broken) fails the test instead of hanging it.
-private func eventually(
-    sourceLocation: SourceLocation = #_sourceLocation, _ condition: () -> Bool
-) async {
-    let deadline = ContinuousClock.now.advanced(by: .seconds(30))
-    while !condition() {
-        guard ContinuousClock.now < deadline else {
-            Issue.record("condition still false after 30 s", sourceLocation: sourceLocation)
-            return
-        }
-        try? await Task.sleep(for: .milliseconds(1))
-    }
 }

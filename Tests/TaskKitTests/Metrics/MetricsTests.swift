@@ -19,7 +19,7 @@ private struct MetricsTestError: Error {}
     @Test func requestsCountAsExecutedMergedOrHitAndRunsAreTimed() async throws {
         _ = processTestMetrics  // bootstrapped before the component makes its metric objects
         let metrics = processTestMetrics
-        let gate = MonoGate()
+        let gate = TestGate()
         let task = MonoTask<Int>(
             resultExpireDuration: .infinity, clock: ContinuousClock(), metricsLabel: "mono-outcomes"
         ) {
@@ -27,9 +27,9 @@ private struct MetricsTestError: Error {}
             return .success(7)
         }
         async let first = task.asyncExecute()
-        await monoEventually { task.isExecuting }
+        await eventually { task.isExecuting }
         async let second = task.asyncExecute()
-        await monoEventually { requests("mono-outcomes", "merged") == 1 }
+        await eventually { requests("mono-outcomes", "merged") == 1 }
         gate.open()
         #expect(try await first.get() == 7)
         #expect(try await second.get() == 7)
@@ -81,7 +81,7 @@ private struct MetricsTestError: Error {}
 @Suite struct KeyedMonoTaskMetricsTests {
     @Test func requestsHitsAndEvictionsAreCountedPerCache() async throws {
         _ = processTestMetrics  // bootstrapped before the component makes its metric objects
-        let gate = MonoGate()
+        let gate = TestGate()
         let cache = KeyedMonoTask<Int, Int>(
             maximumEntries: 2, resultExpireDuration: .seconds(3_600), metricsLabel: "keyed-outcomes"
         ) { key in
@@ -90,9 +90,9 @@ private struct MetricsTestError: Error {}
             return key * 10
         }
         async let first = cache.value(for: 0)
-        await monoEventually { cache.count == 1 }
+        await eventually { cache.count == 1 }
         async let second = cache.value(for: 0)
-        await monoEventually { requests("keyed-outcomes", "merged") == 1 }
+        await eventually { requests("keyed-outcomes", "merged") == 1 }
         gate.open()
         #expect(try await first == 0)
         #expect(try await second == 0)
@@ -131,14 +131,14 @@ private struct MetricsTestError: Error {}
         _ = processTestMetrics  // bootstrapped before the component makes its metric objects
         let label = "manager-outcomes"
         let manager = TaskManager(maxConcurrentTasks: 1, metricsLabel: label)
-        let gate = TaskManagerTestGate()
+        let gate = TestGate()
         #expect(try await manager.value { 1 } == 1)
         await #expect(throws: MetricsTestError.self) { try await manager.value { () throws -> Int in throw MetricsTestError() } }
 
         // One task holds the only slot; a second waits in the queue.
         let blocking = manager.add(execute: { await gate.wait(); return 2 })
         let queued = manager.add(execute: { 3 })
-        await tmEventually("one running, one queued") {
+        await eventually("one running, one queued") {
             meter("taskkit_taskmanager_running", label) == 1 && meter("taskkit_taskmanager_queued", label) == 1
         }
         queued.cancel()
@@ -157,7 +157,7 @@ private struct MetricsTestError: Error {}
         #expect(tasks(label, "failed") == 1)
         #expect(tasks(label, "cancelled") == 1)
         #expect(tasks(label, "timed_out") == 1)
-        await tmEventually("the gauges return to zero") {
+        await eventually("the gauges return to zero") {
             meter("taskkit_taskmanager_running", label) == 0 && meter("taskkit_taskmanager_queued", label) == 0
         }
         let timer = try processTestMetrics.expectTimer("taskkit_taskmanager_task_duration", [("name", label)])
