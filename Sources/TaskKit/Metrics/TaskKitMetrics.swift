@@ -35,10 +35,10 @@ final class MonoTaskMetrics: Sendable {
         (started ? executed : merged).increment()
     }
 
-    /// Records the end of a run that lasted `duration`.
-    func recordRun(duration: Duration, failed: Bool) {
+    /// Records the end of a run that lasted `duration` with its final `result`.
+    func recordRun<Value>(duration: Duration, result: Result<Value, any Error>) {
         executionDuration.record(duration)
-        if failed { failures.increment() }
+        if case .failure = result { failures.increment() }
     }
 }
 
@@ -76,7 +76,6 @@ final class TaskManagerMetrics: Sendable {
         queued = Meter(label: "taskkit_taskmanager_queued", dimensions: [name])
         taskDuration = CoreMetrics.Timer(label: "taskkit_taskmanager_task_duration", dimensions: [name])
     }
-
 
     /// The `taskkit_taskmanager_tasks` counter for a task the manager ended.
     func counter<Payload, Job>(for reason: TaskManagerStateMachine<Payload, Job>.Termination) -> Counter {

@@ -397,9 +397,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             case .finish(let waiters, let result, let next, let released):
                 withExtendedLifetime(released) {}
                 if let metrics {
-                    var failed = false
-                    if case .failure = result { failed = true }
-                    metrics.recordRun(duration: now - started, failed: failed)
+                    metrics.recordRun(duration: now - started, result: result)
                     metrics.recordEvictions(released.evictions)
                 }
                 deliver(result, to: waiters)

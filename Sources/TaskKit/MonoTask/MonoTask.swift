@@ -436,9 +436,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
                 if !proceed { return }
             case .finish(let waiters, let result, let next):
                 if let metrics {
-                    var failed = false
-                    if case .failure = result { failed = true }
-                    metrics.recordRun(duration: now - started, failed: failed)
+                    metrics.recordRun(duration: now - started, result: result)
                 }
                 deliver(result, to: waiters)
                 if let next { startRun(next) }
