@@ -98,7 +98,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
 
     /// Creates a cache bounded by entries and by the total cost of its cached values.
     ///
-    /// The same as ``init(maximumEntries:resultExpireDuration:staleWhileRevalidate:retry:clock:load:)``
+    /// The same as ``init(maximumEntries:resultExpireDuration:staleWhileRevalidate:retry:clock:metricsLabel:load:)``
     /// plus a second bound: the sum of `cost(key, value)` over the cached values. When a load
     /// finishes and either bound is exceeded, least recently used values are evicted until both
     /// hold again (never the value that just arrived, as for the entry bound). Values whose load
