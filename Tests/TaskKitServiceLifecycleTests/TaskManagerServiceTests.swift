@@ -22,6 +22,9 @@ struct TaskManagerServiceTests {
         let manager = TaskManager(maxConcurrentTasks: 1, shutdownGracePeriod: .seconds(3_600))
         let gate = TestGate()
         let first = Task { try await manager.value { await gate.wait(); return 1 } }
+        // The first holds the only slot before the second is added: otherwise the second could
+        // run (and finish) first.
+        await gate.waitForArrivals(1)
         let second = Task { try await manager.value { 2 } }  // queued behind the first
         await eventually { manager.inspectUnfinished == 2 }
 
