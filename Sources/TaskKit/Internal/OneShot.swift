@@ -4,7 +4,7 @@
 /// The first ``finish(with:)`` counts: it resumes the installed continuation, or keeps the
 /// result for ``install(_:)``, which then resumes at once. Later calls do nothing and return
 /// `false`, so a callback called twice, or a callback racing a timer or a cancellation handler,
-/// resumes the continuation exactly once. Used by `CoFuture.value`, `TaskManager.value(of:)`,
+/// resumes the continuation exactly once. Used by `CoFuture.value`,
 /// `awaitCallback` and MonoTask's callback blocks.
 ///
 /// The lock is the future's inline lock (`FutureLock`), so a one-shot is one allocation.

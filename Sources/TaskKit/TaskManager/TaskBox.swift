@@ -4,15 +4,15 @@ import Synchronization
 /// A type-erased managed task with its caller's completion, as the manager's state machine
 /// carries it.
 ///
-/// `@unchecked Sendable` is sound because the mutable fields (`task` in the subclass, `result`)
+/// `@unchecked Sendable` is sound because the mutable fields (`task` and `outcome` in the subclass)
 /// are owned by exactly one party at a time, and ownership moves only through the manager's
 /// lock: the state machine hands the payload to the interceptor runner (phase `intercepting`),
-/// then to one execution job (phase `executing`, which writes `result` before reporting),
+/// then to one execution job (phase `executing`, which writes `outcome` before reporting),
 /// then to the reactor evaluation or the delivery, each hand-over being a lock release followed
 /// by a lock acquisition. A termination that arrives during interception is deferred by the
 /// state machine until the interceptors are done, so `didCancel` never reads `task` while an
-/// interceptor writes it. A stale execution (cancelled or timed out) may still write `result`
-/// after its task ended, but nobody reads the result of an ended task. `executionJob` follows
+/// interceptor writes it. A stale execution (cancelled or timed out) may still write `outcome`
+/// after its task ended, but nobody reads the outcome of an ended task. `executionJob` follows
 /// its own protocol, described at ``publishExecution(_:)``. Everything else is `let` or atomic.
 class AnyTaskBox: @unchecked Sendable {
     /// `none` → `published` (a job is stored in `executionJob`) → `none` (retired before the
@@ -95,21 +95,71 @@ class AnyTaskBox: @unchecked Sendable {
     }
 }
 
+/// The outcome of an execution, or the error that ended a task, with the value type erased.
+///
+/// Not generic, so unspecialised code (``TaskBox`` is only ever called through
+/// ``AnyTaskBox``) stores and moves it without looking up the metadata of a generic type such as
+/// `Result<T.SuccessValue, any Error>` at run time, which costs more than the boxing. The value
+/// is unboxed, with its type, only where the caller's type is needed again.
+enum TaskOutcome: Sendable {
+    case success(any Sendable)
+    case failure(any Error)
+
+    var succeeded: Bool {
+        if case .success = self { return true }
+        return false
+    }
+
+    /// The outcome as the caller's `Result`. The value is a `Value`: only ``TaskBox`` makes
+    /// outcomes, from its task's `SuccessValue`.
+    func result<Value: Sendable>(as type: Value.Type) -> Result<Value, any Error> {
+        switch self {
+        case .success(let value): return .success(value as! Value)
+        case .failure(let error): return .failure(error)
+        }
+    }
+}
+
 final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
-    // See AnyTaskBox for why the mutable state is safe.
+    // See AnyTaskBox for why `task` and `outcome` are safe, and ``awaitValue()`` for `awaiter`
+    // and `answer`.
     typealias Completion = @Sendable (Result<T.SuccessValue, any Error>) -> Void
 
     private var task: T
-    private var result: Result<T.SuccessValue, any Error>?
+    /// The latest execution's outcome.
+    private var outcome: TaskOutcome?
     private let timeoutOverride: Duration?
     private let completion: Completion?
     private let queue: DispatchQueue?
+    /// Whether the caller awaits the outcome through ``awaitValue()`` instead of a completion.
+    private let awaited: Bool
+    /// ``awaitValue()``'s hand-over: ``idle`` → ``waiting`` (the continuation is stored) or
+    /// ``answered`` (the answer is stored); `waiting` → `answered`.
+    private let handOver = Atomic<UInt8>(0)
+    private static var idle: UInt8 { 0 }
+    private static var waiting: UInt8 { 1 }
+    private static var answered: UInt8 { 2 }
+    /// Set by the first answer; later ones are ignored.
+    private let answerClaimed = Atomic<Bool>(false)
+    private var awaiter: UnsafeContinuation<T.SuccessValue, any Error>?
+    private var answer: TaskOutcome?
 
+    /// A box whose caller receives the outcome through `completion` (if any), on `queue` if given.
     init(task: T, timeout: Duration?, queue: DispatchQueue?, completion: Completion?) {
         self.task = task
         self.timeoutOverride = timeout
         self.queue = queue
         self.completion = completion
+        self.awaited = false
+    }
+
+    /// A box whose caller awaits the outcome with ``awaitValue()``.
+    init(awaiting task: T, timeout: Duration?) {
+        self.task = task
+        self.timeoutOverride = timeout
+        self.queue = nil
+        self.completion = nil
+        self.awaited = true
     }
 
     override var effectiveTimeout: Duration? { timeoutOverride ?? task.timeout }
@@ -124,10 +174,7 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
         return verdict
     }
 
-    override var succeeded: Bool {
-        if case .success? = result { return true }
-        return false
-    }
+    override var succeeded: Bool { outcome?.succeeded ?? false }
 
     override func run(adapters interceptors: [any Interceptor]) async -> Bool {
         let task = self.task
@@ -136,38 +183,64 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
                 try await interceptor.adapt(task: task)
             }
         } catch {
-            result = .failure(error)
+            outcome = .failure(error)
             return false
         }
         do {
-            result = .success(try await task.execute())
+            outcome = .success(try await task.execute())
         } catch {
-            result = .failure(error)
+            outcome = .failure(error)
         }
         return true
     }
 
     override func shouldReact(_ reactor: any Reactor, handle: TaskHandle) -> Bool {
-        guard let result else { return false }
-        return reactor.shouldExecute(after: result, from: task, with: handle)
+        guard let outcome else { return false }
+        return reactor.shouldExecute(after: outcome.result(as: T.SuccessValue.self), from: task, with: handle)
     }
 
     override func deliverResult(then returned: @escaping @Sendable () -> Void) {
         // A stale execution never reaches here: the machine delivers only a reported result.
-        guard let completion, let result else { return returned() }
-        complete(completion, with: result, then: returned)
+        guard let outcome else { return returned() }
+        answer(outcome, then: returned)
     }
 
     override func terminate(with error: TaskError, then returned: @escaping @Sendable () -> Void) {
         task.didCancel(with: error)
-        guard let completion else { return returned() }
-        complete(completion, with: .failure(error), then: returned)
+        answer(.failure(error), then: returned)
     }
 
-    private func complete(
-        _ completion: @escaping Completion, with result: Result<T.SuccessValue, any Error>,
-        then returned: @escaping @Sendable () -> Void
-    ) {
+    /// Suspends until the box is answered (at once if it was); returns the value or throws the
+    /// error. Called once, by the caller of a box made with ``init(awaiting:timeout:)``.
+    ///
+    /// The continuation is resumed exactly once: the caller stores it, then moves ``handOver``
+    /// from `idle` to `waiting`; the first answer (the only one past ``answerClaimed``) stores
+    /// the answer, then moves `handOver` to `answered`. Whichever of the two moves comes second
+    /// resumes, and it reads the field the other wrote before its move (acquiring and releasing
+    /// ordering on both moves): the caller resumes when its move fails, the answer when it finds
+    /// `waiting`. So each field is written once, before it is read, and never concurrently.
+    func awaitValue() async throws -> T.SuccessValue {
+        try await withUnsafeThrowingContinuation { continuation in
+            awaiter = continuation
+            let (exchanged, _) = handOver.compareExchange(
+                expected: Self.idle, desired: Self.waiting, ordering: .acquiringAndReleasing
+            )
+            if !exchanged, let answer { Self.resume(continuation, with: answer) }
+        }
+    }
+
+    private func answer(_ outcome: TaskOutcome, then returned: @escaping @Sendable () -> Void) {
+        if awaited {
+            if !answerClaimed.exchange(true, ordering: .relaxed) {
+                answer = outcome
+                if handOver.exchange(Self.answered, ordering: .acquiringAndReleasing) == Self.waiting, let awaiter {
+                    Self.resume(awaiter, with: outcome)
+                }
+            }
+            return returned()
+        }
+        guard let completion else { return returned() }
+        let result = outcome.result(as: T.SuccessValue.self)
         if let queue {
             queue.async {
                 completion(result)
@@ -176,6 +249,13 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
         } else {
             completion(result)
             returned()
+        }
+    }
+
+    private static func resume(_ continuation: UnsafeContinuation<T.SuccessValue, any Error>, with outcome: TaskOutcome) {
+        switch outcome {
+        case .success(let value): continuation.resume(returning: value as! T.SuccessValue)
+        case .failure(let error): continuation.resume(throwing: error)
         }
     }
 }

@@ -109,12 +109,7 @@ public final class TaskManager: Sendable {
         completeOn: DispatchQueue? = nil,
         completion: (@Sendable (Result<T.SuccessValue, any Error>) -> Void)? = nil
     ) -> TaskHandle {
-        if let after {
-            precondition(after >= .zero, "TaskManager.add: after must be >= 0, got \(after)")
-        }
-        if let timeout {
-            precondition(timeout > .zero, "TaskManager.add: timeout must be > 0, got \(timeout)")
-        }
+        Self.checkTiming(after: after, timeout: timeout, in: "add")
         let box = TaskBox(task: task, timeout: timeout, queue: completeOn, completion: completion)
         return storage.add(box, startImmediately: startImmediately, delay: after)
     }
@@ -132,18 +127,18 @@ public final class TaskManager: Sendable {
     public func value<T: ManagedTask>(
         of task: T, after: Duration? = nil, timeout: Duration? = nil
     ) async throws -> T.SuccessValue {
-        let slot = OneShot<T.SuccessValue, any Error>()
+        Self.checkTiming(after: after, timeout: timeout, in: "value(of:)")
+        // The caller awaits the box itself: no completion closure, no separate one-shot.
+        let box = TaskBox(awaiting: task, timeout: timeout)
         // A caller that is cancelled already adds the task unstarted: the cancellation handler
         // runs at once and ends it before it can start. Any other caller adds it started, in one
         // lock round trip; a cancellation that comes later cancels it wherever it is.
         let startNow = !Task.isCancelled
-        let handle = add(task: task, startImmediately: startNow, after: after, timeout: timeout) { result in
-            slot.finish(with: result)
-        }
+        let handle = storage.add(box, startImmediately: startNow, delay: after)
         do {
             return try await withTaskCancellationHandler {
                 if !startNow { handle.start() }
-                return try await slot.value()
+                return try await box.awaitValue()
             } onCancel: {
                 handle.cancel()
             }
@@ -228,4 +223,13 @@ public final class TaskManager: Sendable {
 
     /// Whether ``shutDown()`` has begun: new tasks are refused with ``TaskError/shuttingDown``.
     public var isShuttingDown: Bool { storage.isShuttingDown }
+
+    private static func checkTiming(after: Duration?, timeout: Duration?, in function: String) {
+        if let after {
+            precondition(after >= .zero, "TaskManager.\(function): after must be >= 0, got \(after)")
+        }
+        if let timeout {
+            precondition(timeout > .zero, "TaskManager.\(function): timeout must be > 0, got \(timeout)")
+        }
+    }
 }

@@ -60,4 +60,55 @@ import Testing
             first.cancel()
         }
     }
+
+    // MARK: The awaited box (`value(of:)`)
+
+    static func awaitedBox(_ value: Int) -> TaskBox<TaskManagerTestTask<Int>> {
+        TaskBox(awaiting: TaskManagerTestTask<Int> { _ in value }, timeout: nil)
+    }
+
+    @Test func anAnswerBeforeTheAwaitIsReturnedAtOnce() async throws {
+        let box = Self.awaitedBox(7)
+        _ = await box.run(adapters: [])
+        box.deliverResult {}
+        #expect(try await box.awaitValue() == 7)
+    }
+
+    @Test func anAnswerAfterTheAwaitResumesIt() async throws {
+        let box = Self.awaitedBox(8)
+        let waiter = Task { try await box.awaitValue() }
+        try await Task.sleep(for: .milliseconds(20))
+        _ = await box.run(adapters: [])
+        box.deliverResult {}
+        #expect(try await waiter.value == 8)
+    }
+
+    @Test func onlyTheFirstAnswerCounts() async throws {
+        let box = Self.awaitedBox(9)
+        _ = await box.run(adapters: [])
+        box.deliverResult {}
+        box.terminate(with: .cancelled) {}
+        #expect(try await box.awaitValue() == 9)
+        let ended = Self.awaitedBox(10)
+        ended.terminate(with: .timedOut) {}
+        _ = await ended.run(adapters: [])
+        ended.deliverResult {}
+        await #expect(throws: TaskError.self) { try await ended.awaitValue() }
+    }
+
+    @Test func everyAnswerRacingItsAwaitIsReceivedOnce() async throws {
+        let boxes = (0..<2_000).map { Self.awaitedBox($0) }
+        for box in boxes { _ = await box.run(adapters: []) }
+        let returned = LockedState(0)
+        let sum = try await withThrowingTaskGroup(of: Int.self) { group in
+            group.addTask {
+                for box in boxes { box.deliverResult { returned.withLock { $0 += 1 } } }
+                return 0
+            }
+            for box in boxes { group.addTask { try await box.awaitValue() } }
+            return try await group.reduce(0, +)
+        }
+        #expect(sum == (0..<2_000).reduce(0, +))
+        #expect(returned.withLock { $0 } == 2_000)
+    }
 }
