@@ -64,7 +64,8 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     private let body: Body
     private let callbackQueue: DispatchQueue
     private let logger: Logger
-    /// `false` when freshness never depends on time (infinite TTL, no refresh): hits skip the clock.
+    /// `false` when freshness never depends on time (an infinite time to live, or zero, with no
+    /// refresh): callers skip the clock.
     @usableFromInline let hitsReadTheClock: Bool
     /// ``MonoTaskStateMachine/callersJoinRun``, republished under the lock by every event that
     /// can change it (see ``publishCallersJoinRun(_:)``). While it reads `true`, a caller that
@@ -165,7 +166,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
             State(machine: Machine(configuration: Self.configuration(retry, resultExpireDuration, refreshAfter)))
         )
         self.time = ClockTimeSource(clock)
-        self.hitsReadTheClock = resultExpireDuration.isFinite || refreshAfter != nil
+        self.hitsReadTheClock = (resultExpireDuration.isFinite && resultExpireDuration != 0) || refreshAfter != nil
         self.body = body
         self.callbackQueue = callbackQueue
         self.logger = logger ?? silentLogger
@@ -295,7 +296,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
                 // An unchecked continuation (release builds) is sound here: it is either resumed
                 // right below, or stored in the state machine, whose rules hand every stored
                 // waiter back exactly once (final delivery, clearResult(.cancel) or cancelWaiter).
-                let now = time.now()
+                let now = hitsReadTheClock ? time.now() : .zero
                 let action = state.withLock { state in
                     let action = state.machine.execute(
                         waiter: .async(continuation), id: id, forceUpdate: forceUpdate, now: now,
@@ -384,7 +385,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     /// Stores the machine's ``MonoTaskStateMachine/callersJoinRun`` in ``callersJoinRun``.
     /// Called under the lock after every event that can start or end a run or store a value,
     /// so the flag changes in the same order as the state; it is written only when it changes.
-    @usableFromInline
+    @inlinable
     func publishCallersJoinRun(_ machine: borrowing Machine) {
         let joins = machine.callersJoinRun
         if callersJoinRun.load(ordering: .relaxed) != joins {

@@ -21,6 +21,9 @@ public struct MonoTaskCounters: Sendable, Hashable, CustomStringConvertible {
     @usableFromInline
     mutating func recordCacheHit() { cacheHits += 1 }
 
+    @usableFromInline
+    mutating func recordMergedCaller() { mergedCallers += 1 }
+
     /// Creates an all-zero snapshot.
     public init() {}
 

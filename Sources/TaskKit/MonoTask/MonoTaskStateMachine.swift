@@ -44,6 +44,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         }
     }
 
+    @usableFromInline
     enum Phase: Equatable {
         /// Created while a cancelled attempt body is still running; starts when it returns.
         case pendingStart
@@ -53,22 +54,29 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         case backoff
     }
 
+    @usableFromInline
     struct Entry {
-        var id: WaiterID
-        var waiter: Waiter
+        @usableFromInline var id: WaiterID
+        @usableFromInline var waiter: Waiter
+
+        @inlinable
+        init(id: WaiterID, waiter: Waiter) {
+            self.id = id
+            self.waiter = waiter
+        }
     }
 
     @usableFromInline
     struct Execution {
         var generation: Generation
-        var phase: Phase
+        @usableFromInline var phase: Phase
         /// Waiters served by this run's result, in registration order.
-        var waiters: [Entry]
+        @usableFromInline var waiters: [Entry]
         /// `forceUpdate` callers that arrived after this run began: served by the run that follows.
         /// Non-`nil` (possibly empty) means a follow-up run is requested.
-        var followUp: [Entry]?
+        @usableFromInline var followUp: [Entry]?
         /// `clearResult(.restart)` arrived: discard this run's result and start a fresh run.
-        var restartPending: Bool
+        @usableFromInline var restartPending: Bool
         var schedule: RetrySchedule
     }
 
@@ -159,7 +167,8 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     @inlinable
     func isFresh(_ cached: Cached, now: Duration) -> Bool {
         guard let ttl = configuration.timeToLive else { return true }
-        return now - cached.storedAt < ttl
+        // A zero time to live is checked first: callers then pass no time (`.zero`).
+        return ttl > .zero && now - cached.storedAt < ttl
     }
 
     @inlinable
@@ -172,6 +181,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     /// exists and no cached value can be fresh (none is cached, or the time to live is zero).
     /// A cached value only grows older, so `true` stays true until the run ends or a value is
     /// stored.
+    @inlinable
     var callersJoinRun: Bool {
         guard execution != nil else { return false }
         return cached == nil || configuration.timeToLive == .zero
@@ -195,8 +205,9 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         return lastWaiterID
     }
 
-    /// A caller asks for the result. `waiter` is `nil` for fire-and-forget calls.
-    @usableFromInline
+    /// A caller asks for the result. `waiter` is `nil` for fire-and-forget calls. Inlinable, so
+    /// a caller joining a run executes code specialised for its value type.
+    @inlinable
     mutating func execute(
         waiter: Waiter?, id: WaiterID, forceUpdate: Bool, now: Duration, callerCancelled: Bool = false
     ) -> ExecuteAction {
@@ -221,7 +232,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         } else if let waiter {
             current.waiters.append(Entry(id: id, waiter: waiter))
         }
-        if waiter != nil { counters.mergedCallers += 1 }
+        if waiter != nil { counters.recordMergedCaller() }
         execution = current
         return .enqueued(startRun: nil)
     }
@@ -369,7 +380,8 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
 
     /// Creates a run with `waiters` (requires `execution == nil`). Returns its generation if it
     /// may start now, `nil` if it must wait for a zombie body to return.
-    private mutating func beginRun(waiters: [Entry]) -> Generation? {
+    @usableFromInline
+    mutating func beginRun(waiters: [Entry]) -> Generation? {
         generation &+= 1
         counters.executions += 1
         let canStart = zombieBodies == 0
