@@ -68,8 +68,12 @@ class AnyTaskBox: @unchecked Sendable {
         if previous == Self.published { executionJob?.cancel() }
     }
 
-    /// The deadline the caller asked for, else the task's own.
-    var effectiveTimeout: Duration? { fatalError("abstract") }
+    /// The deadline the caller asked for, else the task's own (read when the box is made).
+    let effectiveTimeout: Duration?
+
+    init(effectiveTimeout: Duration?) {
+        self.effectiveTimeout = effectiveTimeout
+    }
 
     /// Whether the stored result is a success (read when it is delivered).
     var succeeded: Bool { fatalError("abstract") }
@@ -128,7 +132,6 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     private var task: T
     /// The latest execution's outcome.
     private var outcome: TaskOutcome?
-    private let timeoutOverride: Duration?
     private let completion: Completion?
     private let queue: DispatchQueue?
     /// Whether the caller awaits the outcome through ``awaitValue()`` instead of a completion.
@@ -147,22 +150,20 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     /// A box whose caller receives the outcome through `completion` (if any), on `queue` if given.
     init(task: T, timeout: Duration?, queue: DispatchQueue?, completion: Completion?) {
         self.task = task
-        self.timeoutOverride = timeout
         self.queue = queue
         self.completion = completion
         self.awaited = false
+        super.init(effectiveTimeout: timeout ?? task.timeout)
     }
 
     /// A box whose caller awaits the outcome with ``awaitValue()``.
     init(awaiting task: T, timeout: Duration?) {
         self.task = task
-        self.timeoutOverride = timeout
         self.queue = nil
         self.completion = nil
         self.awaited = true
+        super.init(effectiveTimeout: timeout ?? task.timeout)
     }
-
-    override var effectiveTimeout: Duration? { timeoutOverride ?? task.timeout }
 
     override func intercept(_ interceptors: [any Interceptor], batchCounts: [Int]) -> InterceptVerdict {
         var verdict = InterceptVerdict()

@@ -53,11 +53,14 @@ final class TaskManagerStorage: Sendable {
 
     func add(_ box: AnyTaskBox, startImmediately: Bool, delay: Duration?) -> TaskHandle {
         let timeout = box.effectiveTimeout
-        let added = state.withLock { state -> (id: Int, actions: Machine.ActionList)? in
-            if state.shuttingDown { return nil }
-            return state.machine.add(payload: box, startImmediately: startImmediately, delay: delay, timeout: timeout)
+        var actions = Machine.ActionList()
+        let id = state.withLock { state -> Int in
+            if state.shuttingDown { return 0 }
+            let added = state.machine.add(payload: box, startImmediately: startImmediately, delay: delay, timeout: timeout)
+            actions = added.actions
+            return added.id
         }
-        guard let (id, actions) = added else {
+        if id == 0 {
             logger.debug("task refused: the manager is shutting down")
             box.terminate(with: .shuttingDown) {}
             return TaskHandle(identifier: 0, storage: self)
@@ -175,10 +178,10 @@ final class TaskManagerStorage: Sendable {
     /// interception that releases a batch does not recurse).
     private func perform(_ actions: consuming Machine.ActionList) {
         var current = actions
-        while !current.isEmpty {
+        while let action = current.popFirst() {
             var followUps = Machine.ActionList()
-            while let action = current.popFirst() { perform(action, followUps: &followUps) }
-            current = followUps
+            perform(action, followUps: &followUps)
+            if !followUps.isEmpty { current.append(contentsOf: followUps) }
         }
         if let metrics { recordCounts(metrics) }
     }
