@@ -14,6 +14,7 @@ import Synchronization
 /// interceptor writes it. A stale execution (cancelled or timed out) may still write `outcome`
 /// after its task ended, but nobody reads the outcome of an ended task. `executionJob` follows
 /// its own protocol, described at ``publishExecution(_:)``. Everything else is `let` or atomic.
+@usableFromInline
 class AnyTaskBox: @unchecked Sendable {
     /// `none` → `published` (a job is stored in `executionJob`) → `none` (retired before the
     /// next attempt's job is stored) …; `cancelled` is final.
@@ -124,6 +125,7 @@ enum TaskOutcome: Sendable {
     }
 }
 
+@usableFromInline
 final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     // See AnyTaskBox for why `task` and `outcome` are safe, and ``awaitValue()`` for `awaiter`
     // and `answer`.
@@ -157,6 +159,7 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     }
 
     /// A box whose caller awaits the outcome with ``awaitValue()``.
+    @usableFromInline
     init(awaiting task: T, timeout: Duration?) {
         self.task = task
         self.queue = nil
@@ -220,6 +223,7 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     /// resumes, and it reads the field the other wrote before its move (acquiring and releasing
     /// ordering on both moves): the caller resumes when its move fails, the answer when it finds
     /// `waiting`. So each field is written once, before it is read, and never concurrently.
+    @usableFromInline
     func awaitValue() async throws -> T.SuccessValue {
         try await withUnsafeThrowingContinuation { continuation in
             awaiter = continuation
@@ -240,6 +244,12 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
             }
             return returned()
         }
+        complete(with: outcome, then: returned)
+    }
+
+    /// Calls the completion, if any, with `outcome`. Apart from ``answer(_:then:)``, whose
+    /// awaited branch then needs no `Result` metadata.
+    private func complete(with outcome: TaskOutcome, then returned: @escaping @Sendable () -> Void) {
         guard let completion else { return returned() }
         let result = outcome.result(as: T.SuccessValue.self)
         if let queue {

@@ -27,7 +27,7 @@ public final class TaskManager: Sendable {
     /// A manager with no interceptors, no reactors and no concurrency limit.
     public static let shared = TaskManager()
 
-    let storage: TaskManagerStorage
+    @usableFromInline let storage: TaskManagerStorage
 
     /// The interceptors, in the order they see each task.
     public var interceptors: [any Interceptor] { storage.interceptors }
@@ -124,6 +124,7 @@ public final class TaskManager: Sendable {
     ///
     /// - Parameters: as for ``add(task:startImmediately:after:timeout:completeOn:completion:)``.
     /// - Throws: the task's error, an adapter's error, a ``TaskError``, or `CancellationError`.
+    @inlinable
     public func value<T: ManagedTask>(
         of task: T, after: Duration? = nil, timeout: Duration? = nil
     ) async throws -> T.SuccessValue {
@@ -224,7 +225,8 @@ public final class TaskManager: Sendable {
     /// Whether ``shutDown()`` has begun: new tasks are refused with ``TaskError/shuttingDown``.
     public var isShuttingDown: Bool { storage.isShuttingDown }
 
-    private static func checkTiming(after: Duration?, timeout: Duration?, in function: String) {
+    @usableFromInline
+    static func checkTiming(after: Duration?, timeout: Duration?, in function: String) {
         if let after {
             precondition(after >= .zero, "TaskManager.\(function): after must be >= 0, got \(after)")
         }

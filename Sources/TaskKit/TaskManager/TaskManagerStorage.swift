@@ -3,6 +3,7 @@ import Synchronization
 
 /// The thin owner of a ``TaskManagerStateMachine``: holds it in a lock, feeds it events, and
 /// performs the actions it returns after unlocking.
+@usableFromInline
 final class TaskManagerStorage: Sendable {
     typealias Machine = TaskManagerStateMachine<AnyTaskBox, Task<Void, Never>>
     typealias Action = Machine.Action
@@ -51,6 +52,7 @@ final class TaskManagerStorage: Sendable {
 
     // MARK: - Events
 
+    @usableFromInline
     func add(_ box: AnyTaskBox, startImmediately: Bool, delay: Duration?) -> TaskHandle {
         let timeout = box.effectiveTimeout
         var actions = Machine.ActionList()
