@@ -106,6 +106,7 @@ class AnyTaskBox: @unchecked Sendable {
 /// ``AnyTaskBox``) stores and moves it without looking up the metadata of a generic type such as
 /// `Result<T.SuccessValue, any Error>` at run time, which costs more than the boxing. The value
 /// is unboxed, with its type, only where the caller's type is needed again.
+@usableFromInline
 enum TaskOutcome: Sendable {
     case success(any Sendable)
     case failure(any Error)
@@ -146,7 +147,7 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     private static var answered: UInt8 { 2 }
     /// Set by the first answer; later ones are ignored.
     private let answerClaimed = Atomic<Bool>(false)
-    private var awaiter: UnsafeContinuation<T.SuccessValue, any Error>?
+    private var awaiter: UnsafeContinuation<TaskOutcome, Never>?
     private var answer: TaskOutcome?
 
     /// A box whose caller receives the outcome through `completion` (if any), on `queue` if given.
@@ -223,15 +224,26 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     /// resumes, and it reads the field the other wrote before its move (acquiring and releasing
     /// ordering on both moves): the caller resumes when its move fails, the answer when it finds
     /// `waiting`. So each field is written once, before it is read, and never concurrently.
-    @usableFromInline
+    @inlinable
     func awaitValue() async throws -> T.SuccessValue {
-        try await withUnsafeThrowingContinuation { continuation in
-            awaiter = continuation
-            let (exchanged, _) = handOver.compareExchange(
-                expected: Self.idle, desired: Self.waiting, ordering: .acquiringAndReleasing
-            )
-            if !exchanged, let answer { Self.resume(continuation, with: answer) }
+        let outcome = await withUnsafeContinuation { (continuation: UnsafeContinuation<TaskOutcome, Never>) in
+            if let answer = install(continuation) { continuation.resume(returning: answer) }
         }
+        switch outcome {
+        case .success(let value): return value as! T.SuccessValue
+        case .failure(let error): throw error
+        }
+    }
+
+    /// Stores `continuation` for the answer (see ``awaitValue()``); returns the answer instead
+    /// if it came first.
+    @usableFromInline
+    func install(_ continuation: UnsafeContinuation<TaskOutcome, Never>) -> TaskOutcome? {
+        awaiter = continuation
+        let (exchanged, _) = handOver.compareExchange(
+            expected: Self.idle, desired: Self.waiting, ordering: .acquiringAndReleasing
+        )
+        return exchanged ? nil : answer
     }
 
     private func answer(_ outcome: TaskOutcome, then returned: @escaping @Sendable () -> Void) {
@@ -239,7 +251,7 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
             if !answerClaimed.exchange(true, ordering: .relaxed) {
                 answer = outcome
                 if handOver.exchange(Self.answered, ordering: .acquiringAndReleasing) == Self.waiting, let awaiter {
-                    Self.resume(awaiter, with: outcome)
+                    awaiter.resume(returning: outcome)
                 }
             }
             return returned()
@@ -260,13 +272,6 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
         } else {
             completion(result)
             returned()
-        }
-    }
-
-    private static func resume(_ continuation: UnsafeContinuation<T.SuccessValue, any Error>, with outcome: TaskOutcome) {
-        switch outcome {
-        case .success(let value): continuation.resume(returning: value as! T.SuccessValue)
-        case .failure(let error): continuation.resume(throwing: error)
         }
     }
 }

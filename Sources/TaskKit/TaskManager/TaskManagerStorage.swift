@@ -55,12 +55,10 @@ final class TaskManagerStorage: Sendable {
     @usableFromInline
     func add(_ box: AnyTaskBox, startImmediately: Bool, delay: Duration?) -> TaskHandle {
         let timeout = box.effectiveTimeout
-        var actions = Machine.ActionList()
-        let id = state.withLock { state -> Int in
-            if state.shuttingDown { return 0 }
-            let added = state.machine.add(payload: box, startImmediately: startImmediately, delay: delay, timeout: timeout)
-            actions = added.actions
-            return added.id
+        // Identifier 0 (never a task's): refused.
+        let (id, actions) = state.withLock { state -> (id: Int, actions: Machine.ActionList) in
+            if state.shuttingDown { return (0, []) }
+            return state.machine.add(payload: box, startImmediately: startImmediately, delay: delay, timeout: timeout)
         }
         if id == 0 {
             logger.debug("task refused: the manager is shutting down")
@@ -179,12 +177,10 @@ final class TaskManagerStorage: Sendable {
     /// Performs `actions`, and the actions that performing them yields, iteratively (an
     /// interception that releases a batch does not recurse).
     private func perform(_ actions: consuming Machine.ActionList) {
-        var current = actions
-        while let action = current.popFirst() {
-            var followUps = Machine.ActionList()
-            perform(action, followUps: &followUps)
-            if !followUps.isEmpty { current.append(contentsOf: followUps) }
-        }
+        var queue = actions
+        // Follow-ups join the end of the list being drained: every action of a round runs
+        // before the actions it produced.
+        while let action = queue.popFirst() { perform(action, followUps: &queue) }
         if let metrics { recordCounts(metrics) }
     }
 
