@@ -1,7 +1,8 @@
 import SeedWorkloads
 
-/// The TaskStore workloads of `TaskStoreBenchmarks` (`ModelBench`, `StoreBench`), by their
-/// command-line names: `n` sequential round trips each.
+/// The TaskStore workloads of `TaskStoreBenchmarks` (`ModelBench`, `StoreBench`) and the
+/// TaskManager round trip of `TaskManagerBenchmarks`, by their command-line names: `n`
+/// sequential round trips each.
 enum TaskStoreWorkload: String, CaseIterable {
     /// The seed's model: a bare `Task { await self.doThing() }`.
     case modelBare = "taskstore-bare"
@@ -19,6 +20,10 @@ enum TaskStoreWorkload: String, CaseIterable {
     case actorBare = "taskstore-actor-bare"
     /// A plain `actor`, a `@concurrent` operation: the store.
     case actorStore = "taskstore-actor"
+    /// `TaskManager.value(of:)`, one task at a time (issue 20's round trip).
+    case managerRoundTrip = "taskmanager-value"
+    /// Its hand-written alternative: `addTask` + `next()` on one task group.
+    case taskGroupRoundTrip = "taskgroup-roundtrip"
 
     /// Runs the workload `n` times.
     func run(_ n: Int) async {
@@ -36,6 +41,12 @@ enum TaskStoreWorkload: String, CaseIterable {
         case .modelConcurrent: await ModelBench().storeConcurrentRoundTrips(n)
         case .actorBare: await StoreBench().bareRoundTrips(n)
         case .actorStore: await StoreBench().storeRoundTrips(n)
+        case .managerRoundTrip:
+            let sum = await managerRoundTrips(n)
+            precondition(sum == n * (n - 1) / 2, "every round trip returned its value")
+        case .taskGroupRoundTrip:
+            let sum = await taskGroupRoundTrips(n)
+            precondition(sum == n * (n - 1) / 2, "every round trip returned its value")
         }
     }
 }
