@@ -8,7 +8,7 @@ import CoreMetrics
 @usableFromInline
 final class MonoTaskMetrics: Sendable {
     /// `taskkit_monotask_requests`, `outcome` = `hit`: answered from the cache.
-    @usableFromInline let hits: Counter
+    let hits: Counter
     /// `taskkit_monotask_requests`, `outcome` = `merged`: joined a run that another call started.
     let merged: Counter
     /// `taskkit_monotask_requests`, `outcome` = `executed`: started a run.
@@ -28,6 +28,14 @@ final class MonoTaskMetrics: Sendable {
         executionDuration = CoreMetrics.Timer(label: "taskkit_monotask_execution_duration", dimensions: [name])
         failures = Counter(label: "taskkit_monotask_failures", dimensions: [name])
         evictions = keyed ? Counter(label: "taskkit_keyed_evictions", dimensions: [name]) : nil
+    }
+
+    /// Counts a request answered from the cache. Not inlinable: the inlined hit paths of
+    /// ``MonoTask`` and ``KeyedMonoTask`` keep one call here, so they stay small enough to be
+    /// inlined into their callers.
+    @usableFromInline
+    func recordHit() {
+        hits.increment()
     }
 
     /// Counts a request that did not hit the cache: `started` when it started a run.

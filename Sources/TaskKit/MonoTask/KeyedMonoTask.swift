@@ -194,7 +194,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         let fast = state.withLock { $0.fastPath(key: key, forceUpdate: forceUpdate, now: now) }
         switch fast {
         case .hit(let value, let refresh):
-            if let metrics { metrics.hits.increment() }
+            metrics?.recordHit()
             if let refresh { startLoad(refresh) }
             return value
         case .miss(let id):

@@ -266,7 +266,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         let fast = state.withLock { $0.machine.fastPath(forceUpdate: forceUpdate, now: now) }
         switch fast {
         case .hit(let value, let startRun):
-            if let metrics { metrics.hits.increment() }
+            metrics?.recordHit()
             if let startRun { self.startRun(startRun) }
             return .success(value)
         case .miss(let id):
