@@ -1,8 +1,13 @@
+import Dispatch
 import Foundation
+import Logging
 
-// The original libraries' names where TaskKit's own differ, as thin aliases so that a port is
-// mostly an import change. Each is documented with the name it stands for; the migration
-// articles in TaskKit.docc list them.
+// The original names where TaskKit's own differ, as thin overloads and aliases so that a port is
+// mostly an import change: Monstra's, the published TaskStore package's, and TaskKit's own
+// seconds-based (`TimeInterval`) spellings of what now takes a `Duration`. Each is documented
+// with the name it stands for and the Swift-first name to use instead; the migration articles
+// in TaskKit.docc list them. A `TimeInterval` here is a number of seconds; NaN and a positive
+// infinity have no nearest duration and stop the program with a message naming the parameter.
 
 extension RetryCount {
     /// Monstra's nested name for ``IntervalProxy``: `RetryCount.IntervalProxy.exponentialBackoff(…)`
@@ -11,11 +16,224 @@ extension RetryCount {
 }
 
 extension IntervalProxy {
-    /// Monstra's name for ``defaultInitialTimeInterval`` (1 second).
-    public static var DefaultInitialTimeInterval: TimeInterval { defaultInitialTimeInterval }
+    /// Monstra's name for ``defaultInitialDelay``, in seconds (1).
+    public static var DefaultInitialTimeInterval: TimeInterval { defaultInitialDelay.timeInterval }
 
     /// Monstra's name for ``defaultScaleRate`` (2).
     public static var DefaultExponentialBackoffScaleRate: Double { defaultScaleRate }
+
+    /// The seconds-based name for ``defaultInitialDelay``, in seconds (1).
+    public static var defaultInitialTimeInterval: TimeInterval { defaultInitialDelay.timeInterval }
+
+    /// The seconds-based name for ``maximumDelay``: the cap in seconds, or `nil` for none.
+    public var maximumTimeInterval: TimeInterval? { maximumDelay?.timeInterval }
+
+    /// The seconds-based spelling of ``init(growth:maximumDelay:jitter:)``: the cap in seconds.
+    ///
+    /// - Parameters:
+    ///   - growth: How the base delay grows.
+    ///   - maximumTimeInterval: The cap in seconds, or `nil` for none; a negative value is 0.
+    ///   - jitter: The randomisation to apply.
+    public init(growth: Growth, maximumTimeInterval: TimeInterval?, jitter: Jitter = .none) {
+        self.init(
+            growth: growth,
+            maximumDelay: maximumTimeInterval.map { Self.delay($0, "maximumTimeInterval") },
+            jitter: jitter
+        )
+    }
+
+    /// Monstra's spelling of ``fixed(_:)``: the delay in seconds (default 0; a negative value is 0).
+    public static func fixed(timeInterval: TimeInterval = 0) -> IntervalProxy {
+        .fixed(delay(timeInterval, "timeInterval"))
+    }
+
+    /// Monstra's spelling of ``exponential(initial:scaleRate:maximumDelay:jitter:)``, with the
+    /// delays in seconds.
+    ///
+    /// - Parameters:
+    ///   - initialTimeInterval: The delay before the first retry, in seconds; a negative value is 0.
+    ///   - scaleRate: The growth factor; a value below 1 acts as 1.
+    ///   - maximumTimeInterval: An optional cap in seconds; a negative value is 0.
+    ///   - jitter: Optional randomisation. Defaults to none.
+    public static func exponentialBackoff(
+        initialTimeInterval: TimeInterval = defaultInitialTimeInterval,
+        scaleRate: Double = defaultScaleRate,
+        maximumTimeInterval: TimeInterval? = nil,
+        jitter: Jitter = .none
+    ) -> IntervalProxy {
+        .exponential(
+            initial: delay(initialTimeInterval, "initialTimeInterval"),
+            scaleRate: scaleRate,
+            maximumDelay: maximumTimeInterval.map { delay($0, "maximumTimeInterval") },
+            jitter: jitter
+        )
+    }
+
+    /// Monstra's spelling of ``exponentialThenFixed(initial:scaleRate:exponentialRetries:fixed:)``:
+    /// `initialTimeInterval` is `initial`, `originalInitialInterval` is `fixed` and
+    /// `maxExponentialBackoffCount` is `exponentialRetries`, the delays in seconds.
+    ///
+    /// - Parameters:
+    ///   - initialTimeInterval: The first delay, in seconds; a negative value is 0.
+    ///   - originalInitialInterval: The fixed delay after the exponential phase; a negative value is 0.
+    ///   - maxExponentialBackoffCount: How many retries after the first still grow; a negative value is 0.
+    ///   - scaleRate: The growth factor; a value below 1 acts as 1.
+    public static func exponentialBackoffBeforeFixed(
+        initialTimeInterval: TimeInterval = defaultInitialTimeInterval,
+        originalInitialInterval: TimeInterval = defaultInitialTimeInterval,
+        maxExponentialBackoffCount: Int = 0,
+        scaleRate: Double = defaultScaleRate
+    ) -> IntervalProxy {
+        .exponentialThenFixed(
+            initial: delay(initialTimeInterval, "initialTimeInterval"),
+            scaleRate: scaleRate,
+            exponentialRetries: maxExponentialBackoffCount,
+            fixed: delay(originalInitialInterval, "originalInitialInterval")
+        )
+    }
+
+    /// Monstra's spelling of ``fixedThenExponential(first:fixed:fixedRetries:scaleRate:)``:
+    /// `initialTimeInterval` is `first`, `originalInitialInterval` is `fixed` and `maxFixedCount`
+    /// is `fixedRetries`, the delays in seconds.
+    ///
+    /// - Parameters:
+    ///   - initialTimeInterval: The first delay, in seconds; a negative value is 0.
+    ///   - originalInitialInterval: The delay of the fixed phase; a negative value is 0.
+    ///   - maxFixedCount: How many retries after the first use the fixed delay; a negative value is 0.
+    ///   - scaleRate: The growth factor of the exponential phase; a value below 1 acts as 1.
+    public static func exponentialBackoffAfterFixed(
+        initialTimeInterval: TimeInterval = defaultInitialTimeInterval,
+        originalInitialInterval: TimeInterval = defaultInitialTimeInterval,
+        maxFixedCount: Int = 0,
+        scaleRate: Double = defaultScaleRate
+    ) -> IntervalProxy {
+        .fixedThenExponential(
+            first: delay(initialTimeInterval, "initialTimeInterval"),
+            fixed: delay(originalInitialInterval, "originalInitialInterval"),
+            fixedRetries: maxFixedCount,
+            scaleRate: scaleRate
+        )
+    }
+
+    /// The seconds-based spelling of ``capped(at:)``: the cap in seconds; a negative value is 0.
+    public func capped(at maximumTimeInterval: TimeInterval) -> IntervalProxy {
+        capped(at: Self.delay(maximumTimeInterval, "maximumTimeInterval"))
+    }
+
+    /// The seconds-based spelling of ``baseDelay(forRetry:)``: the delay in seconds.
+    public func baseTimeInterval(forRetry retry: Int) -> TimeInterval {
+        baseSeconds(forRetry: retry)
+    }
+
+    /// The seconds-based spelling of ``delay(forRetry:previous:using:)``: the delays in seconds.
+    public func timeInterval(
+        forRetry retry: Int,
+        previous: TimeInterval? = nil,
+        using generator: inout some RandomNumberGenerator
+    ) -> TimeInterval {
+        seconds(forRetry: retry, previous: previous, using: &generator)
+    }
+
+    /// The seconds-based spelling of ``delay(forRetry:previous:)``: the delays in seconds.
+    public func timeInterval(forRetry retry: Int, previous: TimeInterval? = nil) -> TimeInterval {
+        var generator = SystemRandomNumberGenerator()
+        return seconds(forRetry: retry, previous: previous, using: &generator)
+    }
+
+    /// `seconds` as a delay (a negative value is `.zero`); NaN and a positive infinity trap.
+    private static func delay(_ seconds: TimeInterval, _ parameter: String) -> Duration {
+        precondition(
+            !seconds.isNaN && seconds != .infinity,
+            "IntervalProxy: \(parameter) must be a finite number of seconds, got \(seconds)"
+        )
+        return Duration(timeInterval: seconds)
+    }
+}
+
+extension RetrySchedule {
+    /// The seconds-based name for ``lastDelay``: the last delay handed out, in seconds.
+    public var lastTimeInterval: TimeInterval? { lastDelay?.timeInterval }
+
+    /// The seconds-based spelling of `nextDelay(atLeast: Duration)`: the minimum in seconds.
+    public mutating func nextDelay(atLeast minimum: TimeInterval) -> Duration? {
+        var generator = SystemRandomNumberGenerator()
+        return consumeRetry(atLeast: minimum, using: &generator)
+    }
+}
+
+extension MonoTask {
+    /// Monstra's spelling of the callback initialiser that takes `resultExpireDuration: Duration?`:
+    /// `resultExpireDuration` and `refreshAfter` in seconds, `.infinity` for a value cached until
+    /// cleared. A negative or NaN `resultExpireDuration`, and a `refreshAfter` that is not finite,
+    /// not below `resultExpireDuration` or negative, stop the program with a message naming it.
+    public convenience init(
+        retry: RetryCount = .never,
+        resultExpireDuration: TimeInterval,
+        refreshAfter: TimeInterval? = nil,
+        taskQueue: DispatchQueue = .global(),
+        callbackQueue: DispatchQueue = .global(),
+        clock: some Clock<Duration> = ContinuousClock(),
+        logger: Logger? = nil,
+        metricsLabel: String? = nil,
+        task: @escaping CallbackExecution
+    ) {
+        let (timeToLive, refresh) = Self.durations(resultExpireDuration, refreshAfter)
+        self.init(
+            retry: retry, resultExpireDuration: timeToLive, refreshAfter: refresh, taskQueue: taskQueue,
+            callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel, task: task
+        )
+    }
+
+    /// Monstra's spelling of the async initialiser that takes `resultExpireDuration: Duration?`:
+    /// `resultExpireDuration` and `refreshAfter` in seconds, `.infinity` for a value cached until
+    /// cleared, validated as by the callback form.
+    public convenience init(
+        retry: RetryCount = .never,
+        resultExpireDuration: TimeInterval,
+        refreshAfter: TimeInterval? = nil,
+        taskQueue: DispatchQueue = .global(),
+        callbackQueue: DispatchQueue = .global(),
+        clock: some Clock<Duration> = ContinuousClock(),
+        logger: Logger? = nil,
+        metricsLabel: String? = nil,
+        task: @escaping AsyncExecution
+    ) {
+        let (timeToLive, refresh) = Self.durations(resultExpireDuration, refreshAfter)
+        self.init(
+            retry: retry, resultExpireDuration: timeToLive, refreshAfter: refresh, taskQueue: taskQueue,
+            callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel, task: task
+        )
+    }
+
+    /// Monstra's spelling of ``clearResult(ongoingExecutionStrategy:restartWhenIdle:)``:
+    /// `shouldRestartWhenIDLE` is `restartWhenIdle`.
+    public func clearResult(
+        ongoingExecutionStrategy: OngoingExecutionStrategy = .allowCompletion,
+        shouldRestartWhenIDLE: Bool
+    ) {
+        clearResult(ongoingExecutionStrategy: ongoingExecutionStrategy, restartWhenIdle: shouldRestartWhenIDLE)
+    }
+
+    /// The seconds of the Monstra initialisers as durations: `.infinity` is `nil` (cached until
+    /// cleared); invalid values trap naming their parameter.
+    private static func durations(
+        _ resultExpireDuration: TimeInterval, _ refreshAfter: TimeInterval?
+    ) -> (timeToLive: Duration?, refreshAfter: Duration?) {
+        precondition(
+            resultExpireDuration >= 0,  // false for NaN
+            "MonoTask: resultExpireDuration must be >= 0 seconds (or .infinity), got \(resultExpireDuration)"
+        )
+        if let refreshAfter {
+            precondition(
+                refreshAfter.isFinite && refreshAfter >= 0 && refreshAfter < resultExpireDuration,
+                "MonoTask: refreshAfter must be finite, >= 0 and < resultExpireDuration (\(resultExpireDuration)), got \(refreshAfter)"
+            )
+        }
+        return (
+            resultExpireDuration.isInfinite ? nil : Duration(timeInterval: resultExpireDuration),
+            refreshAfter.map(Duration.init(timeInterval:))
+        )
+    }
 }
 
 extension TaskStore {

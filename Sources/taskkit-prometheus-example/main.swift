@@ -15,7 +15,7 @@ struct Flaky: Error {}
 
 let rounds = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 3
 let configuration = MonoTask<Int>(
-    resultExpireDuration: 0.05, clock: ContinuousClock(), metricsLabel: "configuration"
+    resultExpireDuration: .milliseconds(50), clock: ContinuousClock(), metricsLabel: "configuration"
 ) {
     try? await Task.sleep(for: .milliseconds(5))
     return .success(42)

@@ -1,5 +1,5 @@
 extension MonoTask {
-    /// What ``MonoTask/clearResult(ongoingExecutionStrategy:shouldRestartWhenIDLE:)`` does with a
+    /// What ``MonoTask/clearResult(ongoingExecutionStrategy:restartWhenIdle:)`` does with a
     /// run that is in progress. The cached value is dropped in every case.
     public enum OngoingExecutionStrategy: Sendable, Hashable, CaseIterable {
         /// Stop the run now: every waiter fails at once with

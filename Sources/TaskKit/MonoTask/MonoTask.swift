@@ -9,16 +9,16 @@ import Synchronization
 /// Every caller asks the same `MonoTask` for "the" result:
 /// - **Merging.** Callers arriving while a run is in progress join it; they all receive the same
 ///   result (callbacks in registration order). Only one task block runs at a time, ever.
-/// - **Caching.** A success is cached for `resultExpireDuration` seconds, counted from its
-///   completion; calls inside that window return it without executing. Failures are never
-///   cached. `0` caches nothing (calls still merge); `.infinity` caches until cleared.
+/// - **Caching.** A success is cached for `resultExpireDuration`, counted from its completion;
+///   calls inside that window return it without executing. Failures are never cached. `.zero`
+///   caches nothing (calls still merge); `nil` caches until cleared.
 /// - **Retrying.** A failed attempt is retried as the ``RetryCount`` says, waiting on the
 ///   injected clock; waiters only ever see the final outcome.
-/// - **Cache control.** ``clearResult(ongoingExecutionStrategy:shouldRestartWhenIDLE:)`` drops the
+/// - **Cache control.** ``clearResult(ongoingExecutionStrategy:restartWhenIdle:)`` drops the
 ///   cached value and decides what happens to a run in progress.
 ///
 /// ```swift
-/// let profile = MonoTask<String>(resultExpireDuration: 60) {
+/// let profile = MonoTask<String>(resultExpireDuration: .seconds(60)) {
 ///     do { return .success(try await api.fetchProfile()) } catch { return .failure(error) }
 /// }
 /// let first = await profile.asyncExecute()   // runs the block
@@ -87,13 +87,12 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///
     /// - Parameters:
     ///   - retry: How failed attempts are retried. Default: no retry.
-    ///   - resultExpireDuration: How long a success stays cached, in seconds, counted from its
-    ///     completion. `0` caches nothing; `.infinity` caches until cleared. Must not be
-    ///     negative or NaN.
-    ///   - refreshAfter: Stale-while-revalidate: once a cached value is this many seconds old
-    ///     (but still within `resultExpireDuration`), a call returns it at once *and* starts one
-    ///     background refresh. `nil` (default) disables it. Must be finite, not negative and
-    ///     smaller than `resultExpireDuration`.
+    ///   - resultExpireDuration: How long a success stays cached, counted from its completion.
+    ///     `.zero` caches nothing; `nil` caches until cleared. Must not be negative.
+    ///   - refreshAfter: Stale-while-revalidate: once a cached value is this old (but still
+    ///     within `resultExpireDuration`), a call returns it at once *and* starts one background
+    ///     refresh. `nil` (default) disables it. Must not be negative and must be smaller than
+    ///     `resultExpireDuration`.
     ///   - taskQueue: The queue on which `task` is called.
     ///   - callbackQueue: The queue on which ``execute(forceUpdate:then:)`` handlers are called.
     ///   - clock: The clock for the cache's time to live and the retry backoff. Default:
@@ -107,8 +106,8 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///   - task: The work. It must call its callback once; later calls are ignored.
     public convenience init(
         retry: RetryCount = .never,
-        resultExpireDuration: TimeInterval,
-        refreshAfter: TimeInterval? = nil,
+        resultExpireDuration: Duration?,
+        refreshAfter: Duration? = nil,
         taskQueue: DispatchQueue = .global(),
         callbackQueue: DispatchQueue = .global(),
         clock: some Clock<Duration> = ContinuousClock(),
@@ -127,9 +126,9 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///
     /// - Parameters:
     ///   - retry: How failed attempts are retried. Default: no retry.
-    ///   - resultExpireDuration: How long a success stays cached, in seconds.
-    ///   - refreshAfter: Stale-while-revalidate threshold in seconds, or `nil` (default) for none.
-    ///     Must be finite, not negative and smaller than `resultExpireDuration`.
+    ///   - resultExpireDuration: How long a success stays cached; `nil` until cleared.
+    ///   - refreshAfter: Stale-while-revalidate threshold, or `nil` (default) for none. Must not
+    ///     be negative and must be smaller than `resultExpireDuration`.
     ///   - taskQueue: Unused by async blocks (they run in a `Task`).
     ///   - callbackQueue: The queue on which ``execute(forceUpdate:then:)`` handlers are called.
     ///   - clock: The clock for the cache's time to live and the retry backoff. Default:
@@ -140,8 +139,8 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///   - task: The work, returning its outcome. Cancelled by `clearResult(.cancel)`.
     public convenience init(
         retry: RetryCount = .never,
-        resultExpireDuration: TimeInterval,
-        refreshAfter: TimeInterval? = nil,
+        resultExpireDuration: Duration?,
+        refreshAfter: Duration? = nil,
         taskQueue: DispatchQueue = .global(),
         callbackQueue: DispatchQueue = .global(),
         clock: some Clock<Duration> = ContinuousClock(),
@@ -158,7 +157,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
 
     /// The initialiser both public ones forward to, with the task block as a `Body`.
     private init(
-        retry: RetryCount, resultExpireDuration: TimeInterval, refreshAfter: TimeInterval?,
+        retry: RetryCount, resultExpireDuration: Duration?, refreshAfter: Duration?,
         callbackQueue: DispatchQueue, clock: some Clock<Duration>, logger: Logger?, metricsLabel: String?,
         body: Body
     ) {
@@ -166,7 +165,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
             State(machine: Machine(configuration: Self.configuration(retry, resultExpireDuration, refreshAfter)))
         )
         self.time = ClockTimeSource(clock)
-        self.hitsReadTheClock = (resultExpireDuration.isFinite && resultExpireDuration != 0) || refreshAfter != nil
+        self.hitsReadTheClock = (resultExpireDuration != nil && resultExpireDuration != .zero) || refreshAfter != nil
         self.body = body
         self.callbackQueue = callbackQueue
         self.logger = logger ?? silentLogger
@@ -174,24 +173,22 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     }
 
     private static func configuration(
-        _ retry: RetryCount, _ resultExpireDuration: TimeInterval, _ refreshAfter: TimeInterval?
+        _ retry: RetryCount, _ resultExpireDuration: Duration?, _ refreshAfter: Duration?
     ) -> Machine.Configuration {
-        precondition(
-            resultExpireDuration >= 0,  // false for NaN
-            "MonoTask: resultExpireDuration must be >= 0 seconds (or .infinity), got \(resultExpireDuration)"
-        )
+        if let resultExpireDuration {
+            precondition(
+                resultExpireDuration >= .zero,
+                "MonoTask: resultExpireDuration must be >= .zero (or nil), got \(resultExpireDuration)"
+            )
+        }
         if let refreshAfter {
             precondition(
-                refreshAfter.isFinite && refreshAfter >= 0 && refreshAfter < resultExpireDuration,
-                "MonoTask: refreshAfter must be finite, >= 0 and < resultExpireDuration (\(resultExpireDuration)), got \(refreshAfter)"
+                refreshAfter >= .zero && resultExpireDuration.map { refreshAfter < $0 } ?? true,
+                "MonoTask: refreshAfter must be >= .zero and < resultExpireDuration (\(resultExpireDuration.map { "\($0)" } ?? "nil")), got \(refreshAfter)"
             )
         }
         _ = retry.maximumRetries  // rejects a negative count with its own message
-        return Machine.Configuration(
-            timeToLive: resultExpireDuration.isInfinite ? nil : Duration(timeInterval: resultExpireDuration),
-            refreshAfter: refreshAfter.map { Duration(timeInterval: $0) },
-            retry: retry
-        )
+        return Machine.Configuration(timeToLive: resultExpireDuration, refreshAfter: refreshAfter, retry: retry)
     }
 
     // MARK: Executing
@@ -251,7 +248,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///
     /// - Parameter forceUpdate: See ``execute(forceUpdate:then:)``.
     /// - Returns: The outcome; `.failure(MonoTask.Errors.executionCancelledDueToClearResult)` if
-    ///   the run was cancelled by ``clearResult(ongoingExecutionStrategy:shouldRestartWhenIDLE:)``.
+    ///   the run was cancelled by ``clearResult(ongoingExecutionStrategy:restartWhenIdle:)``.
     @inlinable
     @discardableResult
     nonisolated(nonsending)
@@ -351,15 +348,15 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     /// - Parameters:
     ///   - ongoingExecutionStrategy: What to do with a run in progress (see
     ///     ``OngoingExecutionStrategy``). Default: ``OngoingExecutionStrategy/allowCompletion``.
-    ///   - shouldRestartWhenIDLE: When no run is in progress, start a fresh one at once that later
+    ///   - restartWhenIdle: When no run is in progress, start a fresh one at once that later
     ///     callers join (``isExecuting`` is `true` during it). Ignored when a run is in progress.
     public func clearResult(
         ongoingExecutionStrategy: OngoingExecutionStrategy = .allowCompletion,
-        shouldRestartWhenIDLE: Bool = false
+        restartWhenIdle: Bool = false
     ) {
         let (action, cancelledTask) = state.withLock { state -> (Machine.ClearAction, Task<Void, Never>?) in
             let action = state.machine.clearResult(
-                strategy: ongoingExecutionStrategy, restartWhenIdle: shouldRestartWhenIDLE
+                strategy: ongoingExecutionStrategy, restartWhenIdle: restartWhenIdle
             )
             publishCallersJoinRun(state.machine)
             switch action {

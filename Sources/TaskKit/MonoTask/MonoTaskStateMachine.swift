@@ -319,7 +319,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
 
     // MARK: Cache control
 
-    /// `clearResult(ongoingExecutionStrategy:shouldRestartWhenIDLE:)`.
+    /// `clearResult(ongoingExecutionStrategy:restartWhenIdle:)`.
     mutating func clearResult(strategy: Strategy, restartWhenIdle: Bool) -> ClearAction {
         cached = nil
         guard var current = execution else {

@@ -15,16 +15,16 @@ import Foundation
 /// ```swift
 /// let retry: RetryCount = .count(
 ///     count: 3,
-///     intervalProxy: .exponentialBackoff(initialTimeInterval: 0.5, scaleRate: 2).capped(at: 5)
+///     intervalProxy: .exponential(initial: .milliseconds(500), scaleRate: 2).capped(at: .seconds(5))
 /// )
 /// ```
 public enum RetryCount: Sendable, Hashable, ExpressibleByIntegerLiteral {
     /// No retry: the first failure is final.
     case never
     /// Exactly `count` retries (`count + 1` attempts), waiting as `intervalProxy` says before each.
-    case count(count: Int, intervalProxy: IntervalProxy = .fixed(timeInterval: 0))
+    case count(count: Int, intervalProxy: IntervalProxy = .fixed(.zero))
     /// Unlimited retries, waiting as `intervalProxy` says before each.
-    case infinity(intervalProxy: IntervalProxy = .fixed(timeInterval: 0))
+    case infinity(intervalProxy: IntervalProxy = .fixed(.zero))
 
     /// `0` is ``never``; `n > 0` is `.count(count: n)` with no delay. A negative literal is rejected.
     public init(integerLiteral value: Int) {
@@ -77,9 +77,9 @@ public enum RetryCount: Sendable, Hashable, ExpressibleByIntegerLiteral {
         using generator: inout some RandomNumberGenerator
     ) -> TimeInterval? {
         guard allowsRetry(after: retry - 1), let proxy = intervalProxy else { return nil }
-        var interval = proxy.timeInterval(forRetry: retry, previous: previous, using: &generator)
+        var interval = proxy.seconds(forRetry: retry, previous: previous, using: &generator)
         if let minimum { interval = max(interval, minimum) }
-        return min(interval, proxy.maximumTimeInterval ?? ceiling)
+        return min(interval, proxy.maximumSeconds ?? ceiling)
     }
 }
 
@@ -89,7 +89,7 @@ public enum RetryCount: Sendable, Hashable, ExpressibleByIntegerLiteral {
 /// task) and asks it, after each failure, whether and how long to wait.
 ///
 /// ```swift
-/// var schedule = RetryCount.count(count: 2, intervalProxy: .fixed(timeInterval: 1)).makeSchedule()
+/// var schedule = RetryCount.count(count: 2, intervalProxy: .fixed(.seconds(1))).makeSchedule()
 /// schedule.nextDelay() // 1 s
 /// schedule.nextDelay() // 1 s
 /// schedule.nextDelay() // nil: no retries left
@@ -99,8 +99,8 @@ public struct RetrySchedule: Sendable, Hashable {
     public let policy: RetryCount
     /// The number of retries handed out so far.
     public private(set) var retriesMade: Int = 0
-    /// The last delay handed out, in seconds.
-    public private(set) var lastTimeInterval: TimeInterval?
+    /// The last delay handed out.
+    public private(set) var lastDelay: Duration?
 
     /// Creates a schedule at its start.
     public init(policy: RetryCount) {
@@ -119,25 +119,27 @@ public struct RetrySchedule: Sendable, Hashable {
 
     /// Consumes one retry and returns the delay before it, drawing jitter from `generator`.
     public mutating func nextDelay(using generator: inout some RandomNumberGenerator) -> Duration? {
-        nextDelay(atLeast: nil, using: &generator)
+        consumeRetry(atLeast: nil, using: &generator)
     }
 
     /// Consumes one retry with an explicit minimum delay (for example a server's `Retry-After`),
     /// still bounded by the proxy's cap. Returns `nil` when no retry is left.
-    public mutating func nextDelay(atLeast minimum: TimeInterval) -> Duration? {
+    public mutating func nextDelay(atLeast minimum: Duration) -> Duration? {
         var generator = SystemRandomNumberGenerator()
-        return nextDelay(atLeast: minimum, using: &generator)
+        return consumeRetry(atLeast: minimum.timeInterval, using: &generator)
     }
 
-    /// Consumes one retry: the delay of `RetryCount.delay(forRetry:previous:atLeast:ceiling:using:)`.
-    private mutating func nextDelay(
+    /// Consumes one retry: the delay of `RetryCount.delay(forRetry:previous:atLeast:ceiling:using:)`,
+    /// with `minimum` in seconds.
+    mutating func consumeRetry(
         atLeast minimum: TimeInterval?, using generator: inout some RandomNumberGenerator
     ) -> Duration? {
         guard let interval = policy.delay(
-            forRetry: retriesMade + 1, previous: lastTimeInterval, atLeast: minimum, using: &generator
+            forRetry: retriesMade + 1, previous: lastDelay?.timeInterval, atLeast: minimum, using: &generator
         ) else { return nil }
         retriesMade += 1
-        lastTimeInterval = interval
-        return Duration(timeInterval: interval)
+        let delay = Duration(timeInterval: interval)
+        lastDelay = delay
+        return delay
     }
 }

@@ -58,8 +58,8 @@ public struct HTTPRetryPolicy: Sendable {
     /// Three retries, exponential backoff from 0.5 s doubling, capped at 30 s, full jitter.
     public static let defaultRetry: RetryCount = .count(
         count: 3,
-        intervalProxy: .exponentialBackoff(
-            initialTimeInterval: 0.5, scaleRate: 2, maximumTimeInterval: 30, jitter: .full
+        intervalProxy: .exponential(
+            initial: .milliseconds(500), scaleRate: 2, maximumDelay: .seconds(30), jitter: .full
         )
     )
 

@@ -12,6 +12,10 @@ public enum RetryAfter {
     /// (IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`, RFC 850 `Sunday, 06-Nov-94 08:49:37 GMT`,
     /// asctime `Sun Nov  6 08:49:37 1994`). A date in the past means "now" (0).
     ///
+    /// The result is a `TimeInterval`, the header's own unit: delta-seconds, or the distance
+    /// between two `Date`s. A delta beyond any `Duration` is `.greatestFiniteMagnitude`, which
+    /// ``HTTPRetryPolicy`` bounds by its cap and ceiling before it becomes a delay.
+    ///
     /// - Parameters:
     ///   - value: The header value.
     ///   - now: The current wall-clock time, against which a date is measured.

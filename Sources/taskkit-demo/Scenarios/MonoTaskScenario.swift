@@ -8,7 +8,7 @@ extension Scenario {
         let server = context.server
 
         // 1. 500 concurrent callers ask for a slow profile: one upstream request.
-        let profile = MonoTask<String>(resultExpireDuration: 60) {
+        let profile = MonoTask<String>(resultExpireDuration: .seconds(60)) {
             do {
                 let (data, _) = try await context.fetch("/profile?user=ada")
                 return .success(String(decoding: data, as: UTF8.self))
@@ -60,7 +60,7 @@ extension Scenario {
         // A separate MonoTask, so the body cancelled just above (which the first MonoTask lets
         // finish before starting again) cannot delay this run; counted as executions, because
         // the request cancelled above may still reach the server at any moment.
-        let restartable = MonoTask<String>(resultExpireDuration: 60) {
+        let restartable = MonoTask<String>(resultExpireDuration: .seconds(60)) {
             do {
                 let (data, _) = try await context.fetch("/profile?user=grace")
                 return .success(String(decoding: data, as: UTF8.self))
@@ -85,8 +85,8 @@ extension Scenario {
 
         // 3. A flaky upstream (503 twice, then 200) recovered by retries with exponential backoff.
         let flaky = MonoTask<String>(
-            retry: .count(count: 3, intervalProxy: .exponentialBackoff(initialTimeInterval: 0.05, scaleRate: 2)),
-            resultExpireDuration: 30
+            retry: .count(count: 3, intervalProxy: .exponential(initial: .milliseconds(50), scaleRate: 2)),
+            resultExpireDuration: .seconds(30)
         ) {
             do {
                 let (data, response) = try await context.fetch("/flaky?key=demo-monotask")

@@ -24,8 +24,8 @@ extension Scenario {
             return BearerCredential(accessToken: token.access_token, expiresIn: .seconds(token.expires_in))
         }
         let retry = HTTPRetryPolicy(
-            retry: .count(count: 3, intervalProxy: .exponentialBackoff(
-                initialTimeInterval: 0.05, scaleRate: 2, maximumTimeInterval: 0.5, jitter: .full
+            retry: .count(count: 3, intervalProxy: .exponential(
+                initial: .milliseconds(50), scaleRate: 2, maximumDelay: .milliseconds(500), jitter: .full
             ))
         )
         let manager = URLTaskManager(interceptors: [authenticator, retry], timeout: .seconds(20))

@@ -11,7 +11,7 @@ enum MonoTaskArticleExamples {
 
     static let url = URL(string: "http://127.0.0.1:8080/greeting")!
 
-    static let greeting = MonoTask<String>(resultExpireDuration: 60) { callback in
+    static let greeting = MonoTask<String>(resultExpireDuration: .seconds(60)) { callback in
         URLSession.shared.dataTask(with: url) { data, response, error in
             if let error {
                 callback(.failure(error))
@@ -35,11 +35,11 @@ enum MonoTaskArticleExamples {
     static let report = MonoTask<Data>(
         retry: .count(
             count: 3,
-            intervalProxy: .exponentialBackoff(initialTimeInterval: 1, scaleRate: 2)
-                .capped(at: 10)
+            intervalProxy: .exponential(initial: .seconds(1), scaleRate: 2)
+                .capped(at: .seconds(10))
                 .jittered(.full)
         ),
-        resultExpireDuration: 300
+        resultExpireDuration: .seconds(300)
     ) {
         do {
             let (data, _) = try await URLSession.shared.data(from: url)
@@ -55,15 +55,15 @@ enum MonoTaskArticleExamples {
 
     static let clock = ContinuousClock()
     static let settings = MonoTask<[String: String]>(
-        resultExpireDuration: .infinity,
-        refreshAfter: 600,
+        resultExpireDuration: nil,
+        refreshAfter: .seconds(600),
         clock: clock
     ) {
         .success(["theme": "dark"])
     }
 
     static func userChangedSettings() {
-        settings.clearResult(ongoingExecutionStrategy: .cancel, shouldRestartWhenIDLE: true)
+        settings.clearResult(ongoingExecutionStrategy: .cancel, restartWhenIdle: true)
     }
 
     static func logout() {

@@ -438,4 +438,42 @@ import TaskKitTestSupport
         }
         #expect(String(decoding: refresh.standardErrorContent, as: UTF8.self).contains("refreshAfter"))
     }
+
+    @Test func invalidDurationConfigurationIsRejectedWithTheParameterName() async throws {
+        let negative = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = MonoTask<Int>(resultExpireDuration: .seconds(-1)) { .success(1) }
+        }
+        #expect(String(decoding: negative.standardErrorContent, as: UTF8.self).contains("resultExpireDuration"))
+        #expect(String(decoding: negative.standardErrorContent, as: UTF8.self).contains("-1"))
+        let refresh = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = MonoTask<Int>(resultExpireDuration: .seconds(10), refreshAfter: .seconds(10)) { callback in
+                callback(.success(1))
+            }
+        }
+        #expect(String(decoding: refresh.standardErrorContent, as: UTF8.self).contains("refreshAfter"))
+        let negativeRefresh = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = MonoTask<Int>(resultExpireDuration: nil, refreshAfter: .seconds(-1)) { .success(1) }
+        }
+        #expect(String(decoding: negativeRefresh.standardErrorContent, as: UTF8.self).contains("refreshAfter"))
+    }
+
+    @Test func durationTimeToLiveExpiresOnTheClockAndNilKeepsTheValue() async throws {
+        let clock = ManualClock()
+        let runs = LockedState(0)
+        let expiring = MonoTask<Int>(resultExpireDuration: .seconds(10), clock: clock) {
+            .success(runs.withLock { $0 += 1; return $0 })
+        }
+        #expect(try await expiring.executeThrows() == 1)
+        clock.advance(by: .seconds(9))
+        #expect(try await expiring.executeThrows() == 1)
+        clock.advance(by: .seconds(1))
+        #expect(try await expiring.executeThrows() == 2)
+        let forever = MonoTask<Int>(resultExpireDuration: nil, clock: clock) { .success(7) }
+        #expect(try await forever.executeThrows() == 7)
+        clock.advance(by: .seconds(1_000_000))
+        #expect(forever.currentResult == 7)
+        forever.clearResult(restartWhenIdle: true)
+        await eventually { forever.currentResult == 7 && !forever.isExecuting }
+        #expect(forever.counters.executions == 2)
+    }
 }

@@ -59,8 +59,8 @@ struct ReadmeExampleTests {
     @Test func monoTaskQuickStartMergesTwoCallersIntoOneFetch() async throws {
         let before = api.profileFetches.value
         let profile = MonoTask<ReadmeProfile>(
-            retry: .count(count: 3, intervalProxy: .exponentialBackoff(initialTimeInterval: 0.5, scaleRate: 2)),
-            resultExpireDuration: 60
+            retry: .count(count: 3, intervalProxy: .exponential(initial: .milliseconds(500), scaleRate: 2)),
+            resultExpireDuration: .seconds(60)
         ) {
             do { return .success(try await api.fetchProfile()) } catch { return .failure(error) }
         }

@@ -1,5 +1,6 @@
 import Testing
 import TaskKit
+import TaskKitTestSupport
 
 @Suite struct RetryCountTests {
     @Test func integerLiteralMeansRetryCount() {
@@ -66,19 +67,95 @@ import TaskKit
 
     @Test func outOfRangeValuesAreClampedAsMonstraDoes() {
         // A negative interval or cap is 0.
-        #expect(IntervalProxy.fixed(timeInterval: -1).growth == .fixed(0))
+        #expect(IntervalProxy.fixed(timeInterval: -1).growth == .fixed(.zero))
         #expect(IntervalProxy.fixed(timeInterval: -.infinity).baseTimeInterval(forRetry: 1) == 0)
         #expect(IntervalProxy.fixed(timeInterval: 3).capped(at: -2).maximumTimeInterval == 0)
         #expect(IntervalProxy.fixed(timeInterval: 3).capped(at: -2).baseTimeInterval(forRetry: 1) == 0)
         // A rate below 1 acts as 1: the delay stays put instead of shrinking.
         let shrinking = IntervalProxy.exponentialBackoff(initialTimeInterval: 1, scaleRate: 0.5)
-        #expect(shrinking.growth == .exponential(initial: 1, scaleRate: 1))
+        #expect(shrinking.growth == .exponential(initial: .seconds(1), scaleRate: 1))
         #expect((1...3).map { shrinking.baseTimeInterval(forRetry: $0) } == [1, 1, 1])
         // A negative count is 0.
         let negative = IntervalProxy.exponentialBackoffBeforeFixed(
             initialTimeInterval: 2, originalInitialInterval: 1, maxExponentialBackoffCount: -3, scaleRate: 2
         )
         #expect((1...3).map { negative.baseTimeInterval(forRetry: $0) } == [2, 1, 1])
+    }
+
+    // MARK: Swift-first spellings
+
+    @Test func durationSpellingsGiveTheSameDelaysAsTheSecondsOnes() {
+        let proxy = IntervalProxy.exponential(initial: .seconds(1), scaleRate: 2).capped(at: .seconds(5))
+        #expect(proxy == IntervalProxy.exponentialBackoff(initialTimeInterval: 1, scaleRate: 2).capped(at: 5))
+        #expect((1...5).map { proxy.baseDelay(forRetry: $0) } == [1, 2, 4, 5, 5].map { .seconds($0) })
+        #expect(proxy.maximumDelay == .seconds(5))
+        #expect(IntervalProxy.fixed(.milliseconds(500)) == .fixed(timeInterval: 0.5))
+        #expect(IntervalProxy.exponential(maximumDelay: .seconds(3)) == .exponentialBackoff(maximumTimeInterval: 3))
+        #expect(IntervalProxy.defaultInitialDelay == .seconds(1))
+        #expect(
+            IntervalProxy.exponentialThenFixed(initial: .seconds(1), scaleRate: 2, exponentialRetries: 2, fixed: .seconds(1))
+                == .exponentialBackoffBeforeFixed(initialTimeInterval: 1, maxExponentialBackoffCount: 2, scaleRate: 2)
+        )
+        #expect(
+            IntervalProxy.fixedThenExponential(first: .seconds(5), fixed: .seconds(1), fixedRetries: 1, scaleRate: 3)
+                == .exponentialBackoffAfterFixed(
+                    initialTimeInterval: 5, originalInitialInterval: 1, maxFixedCount: 1, scaleRate: 3
+                )
+        )
+        #expect(IntervalProxy(growth: .fixed(.seconds(2)), maximumDelay: .seconds(1)).baseDelay(forRetry: 1) == .seconds(1))
+    }
+
+    @Test func durationJitterStaysInBounds() {
+        var generator = SeededRandomNumberGenerator(seed: 19)
+        let full = IntervalProxy.exponential(initial: .seconds(1), maximumDelay: .seconds(8), jitter: .full)
+        let decorrelated = IntervalProxy.exponential(initial: .seconds(1)).capped(at: .seconds(8)).jittered(.decorrelated)
+        var previous: Duration?
+        for retry in 1...200 {
+            let f = full.delay(forRetry: retry, using: &generator)
+            #expect(f >= .zero && f <= full.baseDelay(forRetry: retry))
+            let d = decorrelated.delay(forRetry: retry, previous: previous, using: &generator)
+            #expect(d >= .seconds(1) && d <= .seconds(8))
+            previous = d
+        }
+        #expect(full.delay(forRetry: 1) <= .seconds(1))
+    }
+
+    @Test func scheduleTakesADurationMinimumAndReportsTheLastDelay() {
+        var schedule = RetryCount.count(count: 3, intervalProxy: .fixed(.seconds(1)).capped(at: .seconds(10))).makeSchedule()
+        #expect(schedule.lastDelay == nil)
+        #expect(schedule.nextDelay(atLeast: .seconds(4)) == .seconds(4))
+        #expect(schedule.lastDelay == .seconds(4))
+        #expect(schedule.lastTimeInterval == 4)
+        #expect(schedule.nextDelay(atLeast: .seconds(60)) == .seconds(10))
+        #expect(schedule.nextDelay() == .seconds(1))
+        #expect(schedule.nextDelay(atLeast: .zero) == nil)
+    }
+
+    @Test func negativeDurationsAreClampedAndAnInvalidScaleRateIsRejected() async {
+        #expect(IntervalProxy.fixed(.seconds(-1)).growth == .fixed(.zero))
+        #expect(IntervalProxy.fixed(.seconds(3)).capped(at: .seconds(-2)).maximumDelay == .zero)
+        #expect(IntervalProxy.exponential(initial: .seconds(-1)).baseDelay(forRetry: 3) == .zero)
+        let negative = IntervalProxy.exponentialThenFixed(
+            initial: .seconds(2), scaleRate: 2, exponentialRetries: -3, fixed: .seconds(-1)
+        )
+        #expect((1...3).map { negative.baseDelay(forRetry: $0) } == [.seconds(2), .zero, .zero])
+        await #expect(processExitsWith: .failure) {
+            _ = IntervalProxy.exponential(initial: .seconds(1), scaleRate: .nan)
+        }
+        await #expect(processExitsWith: .failure) {
+            _ = IntervalProxy.fixedThenExponential(scaleRate: .infinity)
+        }
+    }
+
+    @Test func secondsSpellingsNameTheirParameterWhenRejected() async throws {
+        let nan = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = IntervalProxy.exponentialBackoff(initialTimeInterval: .nan)
+        }
+        #expect(String(decoding: nan.standardErrorContent, as: UTF8.self).contains("initialTimeInterval"))
+        let cap = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = IntervalProxy.fixed(timeInterval: 1).capped(at: .infinity)
+        }
+        #expect(String(decoding: cap.standardErrorContent, as: UTF8.self).contains("maximumTimeInterval"))
     }
 
     // MARK: Monstra's names and strategies
