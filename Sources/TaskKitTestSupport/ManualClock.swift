@@ -1,4 +1,5 @@
 import TaskKit
+import Testing
 
 /// A clock whose time moves only when a test says so.
 ///
@@ -30,7 +31,8 @@ public final class ManualClock: Clock, Sendable {
 
     fileprivate struct Watcher {
         var count: Int
-        var continuation: CheckedContinuation<Void, Never>
+        /// Opened when `count` tasks sleep: the ``TestGate`` gives the wait its deadline.
+        var gate: TestGate
     }
 
     fileprivate struct State {
@@ -77,7 +79,7 @@ public final class ManualClock: Clock, Sendable {
                     return (false, state.takeSatisfiedWatchers())
                 }
                 if resumeNow { continuation.resume(throwing: CancellationError()) }
-                for watcher in watchers { watcher.continuation.resume() }
+                for watcher in watchers { watcher.gate.open() }
             }
         } onCancel: {
             let continuation = state.withLock { state -> CheckedContinuation<Void, any Error>? in
@@ -119,16 +121,18 @@ public final class ManualClock: Clock, Sendable {
         return true
     }
 
-    /// Suspends until at least `count` tasks are sleeping on this clock.
-    public func waitForSleepers(count: Int = 1) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ready = state.withLock { state -> Bool in
-                if state.sleepers.count >= count { return true }
-                state.watchers.append(Watcher(count: count, continuation: continuation))
-                return false
-            }
-            if ready { continuation.resume() }
+    /// Suspends until at least `count` tasks are sleeping on this clock; after `limit` of real
+    /// time it records an issue and returns (see ``TestGate``).
+    public func waitForSleepers(
+        count: Int = 1, within limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        let gate = state.withLock { state -> TestGate? in
+            if state.sleepers.count >= count { return nil }
+            let gate = TestGate()
+            state.watchers.append(Watcher(count: count, gate: gate))
+            return gate
         }
+        await gate?.wait(within: limit, sourceLocation: sourceLocation)
     }
 }
 

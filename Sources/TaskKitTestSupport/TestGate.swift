@@ -4,6 +4,9 @@ import Testing
 /// A one-shot gate for tests: tasks ``wait(within:sourceLocation:)`` until the test
 /// ``open()``s it, and the test can wait for a number of tasks to have arrived at it.
 ///
+/// It is also the counting wait of the tests: ``arrive()`` counts an event without waiting, and
+/// ``waitForArrivals(_:within:sourceLocation:)`` waits for a number of events.
+///
 /// Every wait has a deadline of real time (30 seconds unless told): a wait still suspended then
 /// returns, and records a test issue when it runs on behalf of a test, so a broken test fails
 /// instead of hanging CI (a ``wait(within:sourceLocation:)`` ignores the task's cancellation, so
@@ -27,6 +30,15 @@ public final class TestGate: Sendable {
         /// Waits whose deadline passed before they were registered.
         var expired: Set<Int> = []
 
+        /// Counts one arrival; returns the waits for arrivals it satisfies, removed.
+        mutating func arrive() -> [CheckedContinuation<Bool, Never>] {
+            arrived += 1
+            let arrived = self.arrived
+            let ready = waiters.filter { ($0.arrivals ?? .max) <= arrived }.map(\.continuation)
+            waiters.removeAll { ($0.arrivals ?? .max) <= arrived }
+            return ready
+        }
+
         mutating func take(_ id: Int) -> CheckedContinuation<Bool, Never>? {
             guard let index = waiters.firstIndex(where: { $0.id == id }) else { return nil }
             return waiters.remove(at: index).continuation
@@ -45,8 +57,8 @@ public final class TestGate: Sendable {
     /// ``waitOrCancel(within:sourceLocation:)``.
     public var waiting: Int { state.withLock { $0.waiters.filter { $0.arrivals == nil }.count } }
 
-    /// How many calls of ``wait(within:sourceLocation:)`` and
-    /// ``waitOrCancel(within:sourceLocation:)`` have arrived so far, in total.
+    /// How many calls of ``wait(within:sourceLocation:)``, ``waitOrCancel(within:sourceLocation:)``
+    /// and ``arrive()`` have arrived so far, in total.
     public var arrivals: Int { state.withLock { $0.arrived } }
 
     /// Opens the gate: every waiting task resumes, and later waits return at once.
@@ -58,6 +70,15 @@ public final class TestGate: Sendable {
             return opened
         }
         for waiter in opened { waiter.resume(returning: true) }
+    }
+
+    /// Counts an arrival without waiting (whether the gate is open or not) and returns the
+    /// number of arrivals so far, this one included.
+    @discardableResult
+    public func arrive() -> Int {
+        let (count, ready) = state.withLock { state in (state.arrived + 1, state.arrive()) }
+        for watcher in ready { watcher.resume(returning: true) }
+        return count
     }
 
     /// Suspends until the gate opens, ignoring the task's cancellation; after `limit` of real
@@ -74,8 +95,8 @@ public final class TestGate: Sendable {
         if !opened { Self.record("TestGate: still closed after \(limit)", sourceLocation) }
     }
 
-    /// Suspends until at least `count` waits have arrived at the gate (in total); after `limit`
-    /// of real time it records an issue and returns.
+    /// Suspends until at least `count` waits and ``arrive()`` calls have arrived at the gate (in
+    /// total); after `limit` of real time it records an issue and returns.
     public func waitForArrivals(
         _ count: Int, within limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation
     ) async {
@@ -113,13 +134,7 @@ public final class TestGate: Sendable {
         let register = {
             await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 let (now, ready) = state.withLock { state -> (Bool?, [CheckedContinuation<Bool, Never>]) in
-                    var ready: [CheckedContinuation<Bool, Never>] = []
-                    if arrivals == nil {
-                        state.arrived += 1
-                        let arrived = state.arrived
-                        ready = state.waiters.filter { ($0.arrivals ?? .max) <= arrived }.map(\.continuation)
-                        state.waiters.removeAll { ($0.arrivals ?? .max) <= arrived }
-                    }
+                    let ready = arrivals == nil ? state.arrive() : []
                     if state.expired.remove(id) != nil { return (false, ready) }
                     if let arrivals, state.arrived >= arrivals { return (true, ready) }
                     if arrivals == nil, state.isOpen || (cancellable && Task.isCancelled) { return (true, ready) }

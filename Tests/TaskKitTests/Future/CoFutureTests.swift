@@ -426,14 +426,14 @@ struct CoFutureTests {
 
         let started = CoPromise<Void>()
         let observedCancellation = CoPromise<Bool>()
+        let cancelled = TestGate()
         let future = CoFuture<Int> {
             started.success(())
             await withTaskCancellationHandler {
-                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    observedCancellation.whenComplete { _ in continuation.resume() }
-                }
+                await cancelled.wait()
             } onCancel: {
                 observedCancellation.success(true)
+                cancelled.open()
             }
             return 0
         }

@@ -53,8 +53,8 @@ import TaskKitTestSupport
     @Test func executeWithACallbackAndJustExecute() async throws {
         let task = MonoTask<Int>(resultExpireDuration: 60) { .success(5) }
         task.justExecute()
-        let received = await withCheckedContinuation { (continuation: CheckedContinuation<Int, Never>) in
-            task.execute { result in continuation.resume(returning: (try? result.get()) ?? -1) }
+        let received = try await awaitCallback(timeout: .seconds(30)) { (resume: @escaping @Sendable (Int) -> Void) in
+            task.execute { result in resume((try? result.get()) ?? -1) }
         }
         #expect(received == 5)
         #expect(!task.isExecuting)

@@ -1,40 +1,27 @@
 import Dispatch
 import Synchronization
 import Testing
+import TaskKitTestSupport
 @testable import TaskKit
 
 // Helpers for the MonoTask suites. Names carry a `Mono` prefix: other components' suites share
 // this test module.
 
-/// A counter that tests can wait on.
+/// A counter that tests can wait on, with a deadline (a ``TestGate``'s arrivals).
 final class MonoCounter: Sendable {
-    private let state = LockedState<(value: Int, waiters: [(Int, CheckedContinuation<Void, Never>)])>((0, []))
+    private let gate = TestGate()
 
-    var value: Int { state.withLock { $0.value } }
+    var value: Int { gate.arrivals }
 
     @discardableResult
-    func increment() -> Int {
-        let (value, ready) = state.withLock { state -> (Int, [CheckedContinuation<Void, Never>]) in
-            state.value += 1
-            let value = state.value
-            let ready = state.waiters.filter { $0.0 <= value }.map(\.1)
-            state.waiters.removeAll { $0.0 <= value }
-            return (value, ready)
-        }
-        for continuation in ready { continuation.resume() }
-        return value
-    }
+    func increment() -> Int { gate.arrive() }
 
-    /// Suspends until the counter reaches `target`.
-    func wait(untilAtLeast target: Int) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ready = state.withLock { state -> Bool in
-                if state.value >= target { return true }
-                state.waiters.append((target, continuation))
-                return false
-            }
-            if ready { continuation.resume() }
-        }
+    /// Suspends until the counter reaches `target`; records an issue and returns after `limit`.
+    func wait(
+        untilAtLeast target: Int, within limit: Duration = .seconds(30),
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        await gate.waitForArrivals(target, within: limit, sourceLocation: sourceLocation)
     }
 }
 

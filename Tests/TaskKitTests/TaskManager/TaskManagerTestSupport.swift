@@ -1,5 +1,6 @@
 import Dispatch
 import Testing
+import TaskKitTestSupport
 @testable import TaskKit
 
 /// A thread-safe list of events.
@@ -11,14 +12,15 @@ final class TaskManagerTestLog<Element: Sendable>: Sendable {
     var count: Int { items.withLock { $0.count } }
 }
 
-/// Collects completions and lets a test await a given number of them.
+/// Collects completions and lets a test await a given number of them, with a deadline.
 final class TaskManagerTestCompletions<Value: Sendable>: Sendable {
     private struct State {
         var results: [(tag: Int, result: Result<Value, any Error>)] = []
-        var watchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
     private let state = LockedState(State())
+    /// One arrival per completion, counted after the completion is in `state`.
+    private let arrivals = TestGate()
     init() {}
 
     func callback(_ tag: Int = 0) -> @Sendable (Result<Value, any Error>) -> Void {
@@ -26,26 +28,16 @@ final class TaskManagerTestCompletions<Value: Sendable>: Sendable {
     }
 
     func record(_ tag: Int, _ result: Result<Value, any Error>) {
-        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.results.append((tag, result))
-            let count = state.results.count
-            let ready = state.watchers.filter { $0.count <= count }.map(\.continuation)
-            state.watchers.removeAll { $0.count <= count }
-            return ready
-        }
-        for continuation in ready { continuation.resume() }
+        state.withLock { $0.results.append((tag, result)) }
+        arrivals.arrive()
     }
 
-    /// Suspends until at least `count` completions arrived.
-    func waitFor(_ count: Int) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ready = state.withLock { state -> Bool in
-                if state.results.count >= count { return true }
-                state.watchers.append((count, continuation))
-                return false
-            }
-            if ready { continuation.resume() }
-        }
+    /// Suspends until at least `count` completions arrived; records an issue and returns after
+    /// `limit`.
+    func waitFor(
+        _ count: Int, within limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        await arrivals.waitForArrivals(count, within: limit, sourceLocation: sourceLocation)
     }
 
     var results: [(tag: Int, result: Result<Value, any Error>)] { state.withLock { $0.results } }

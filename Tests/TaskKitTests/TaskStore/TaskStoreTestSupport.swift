@@ -1,39 +1,28 @@
 import TaskKit
+import TaskKitTestSupport
+import Testing
 
-/// A thread-safe event log and counter that tests can wait on.
+/// A thread-safe event log and counter that tests can wait on, with a deadline.
 final class Recorder: Sendable {
-    private struct State {
-        var events: [String] = []
-        var watchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
-    }
-
-    private let state = LockedState.make(State())
+    private let log = LockedState.make([String]())
+    /// One arrival per recorded event, counted after the event is in `log`.
+    private let arrivals = TestGate()
 
     init() {}
 
     func record(_ event: String) {
-        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.events.append(event)
-            let count = state.events.count
-            let ready = state.watchers.filter { $0.count <= count }.map(\.continuation)
-            state.watchers.removeAll { $0.count <= count }
-            return ready
-        }
-        for continuation in ready { continuation.resume() }
+        log.withLock { $0.append(event) }
+        arrivals.arrive()
     }
 
-    var events: [String] { state.withLock { $0.events } }
+    var events: [String] { log.withLock { $0 } }
 
-    /// Waits until at least `count` events were recorded.
-    func waitForEvents(count: Int) async {
-        await withCheckedContinuation { continuation in
-            let resumeNow = state.withLock { state -> Bool in
-                if state.events.count >= count { return true }
-                state.watchers.append((count, continuation))
-                return false
-            }
-            if resumeNow { continuation.resume() }
-        }
+    /// Waits until at least `count` events were recorded; records an issue and returns after
+    /// `limit`.
+    func waitForEvents(
+        count: Int, within limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        await arrivals.waitForArrivals(count, within: limit, sourceLocation: sourceLocation)
     }
 }
 
