@@ -115,7 +115,7 @@ extension IntervalProxy {
         )
     }
 
-    /// The seconds-based spelling of ``capped(at:)``: the cap in seconds; a negative value is 0.
+    /// The seconds-based spelling of `capped(at: Duration)`: the cap in seconds; a negative value is 0.
     public func capped(at maximumTimeInterval: TimeInterval) -> IntervalProxy {
         capped(at: Self.delay(maximumTimeInterval, "maximumTimeInterval"))
     }
