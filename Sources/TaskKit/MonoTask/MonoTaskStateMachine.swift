@@ -217,23 +217,20 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         if callerCancelled {
             return .callerCancelled
         }
-        guard var current = execution else {
+        guard execution != nil else {
             return .enqueued(startRun: beginRun(waiters: waiter.map { [Entry(id: id, waiter: $0)] } ?? []))
         }
-        execution = nil  // keep the arrays uniquely referenced while mutating
+        // The run is mutated in place (`execution!`), so its arrays stay uniquely referenced.
         // A forced caller must not get the result of a run that began before its call. A run
         // still pending its start, or one whose result will be discarded by a restart, is fine.
-        let needsFollowUp = forceUpdate && current.phase != .pendingStart && !current.restartPending
+        let needsFollowUp = forceUpdate && execution!.phase != .pendingStart && !execution!.restartPending
         if needsFollowUp {
-            var followUp = current.followUp ?? []
-            current.followUp = nil
-            if let waiter { followUp.append(Entry(id: id, waiter: waiter)) }
-            current.followUp = followUp
+            if execution!.followUp == nil { execution!.followUp = [] }
+            if let waiter { execution!.followUp!.append(Entry(id: id, waiter: waiter)) }
         } else if let waiter {
-            current.waiters.append(Entry(id: id, waiter: waiter))
+            execution!.waiters.append(Entry(id: id, waiter: waiter))
         }
         if waiter != nil { counters.recordMergedCaller() }
-        execution = current
         return .enqueued(startRun: nil)
     }
 
