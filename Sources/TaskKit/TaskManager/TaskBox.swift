@@ -205,8 +205,9 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     }
 
     override func deliverResult(then returned: @escaping @Sendable () -> Void) {
-        // A stale execution never reaches here: the machine delivers only a reported result.
-        guard let outcome else { return returned() }
+        // A stale execution never reaches here: the machine delivers only a reported result,
+        // once, so the outcome is moved out.
+        guard let outcome = outcome.take() else { return returned() }
         answer(outcome, then: returned)
     }
 
@@ -223,7 +224,8 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     /// the answer, then moves `handOver` to `answered`. Whichever of the two moves comes second
     /// resumes, and it reads the field the other wrote before its move (acquiring and releasing
     /// ordering on both moves): the caller resumes when its move fails, the answer when it finds
-    /// `waiting`. So each field is written once, before it is read, and never concurrently.
+    /// `waiting`; whoever resumes moves the answer out. So each field is written before it is
+    /// read, and never accessed concurrently.
     @inlinable
     func awaitValue() async throws -> T.SuccessValue {
         let outcome = await withUnsafeContinuation { (continuation: UnsafeContinuation<TaskOutcome, Never>) in
@@ -243,15 +245,17 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
         let (exchanged, _) = handOver.compareExchange(
             expected: Self.idle, desired: Self.waiting, ordering: .acquiringAndReleasing
         )
-        return exchanged ? nil : answer
+        return exchanged ? nil : answer.take()
     }
 
-    private func answer(_ outcome: TaskOutcome, then returned: @escaping @Sendable () -> Void) {
+    private func answer(_ outcome: consuming TaskOutcome, then returned: @escaping @Sendable () -> Void) {
         if awaited {
             if !answerClaimed.exchange(true, ordering: .relaxed) {
-                answer = outcome
-                if handOver.exchange(Self.answered, ordering: .acquiringAndReleasing) == Self.waiting, let awaiter {
-                    awaiter.resume(returning: outcome)
+                answer = consume outcome
+                if handOver.exchange(Self.answered, ordering: .acquiringAndReleasing) == Self.waiting,
+                    let awaiter, let answer = answer.take()
+                {
+                    awaiter.resume(returning: answer)
                 }
             }
             return returned()
