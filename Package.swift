@@ -19,6 +19,9 @@ let package = Package(
         // `TaskManager` and `URLTaskManager` as swift-service-lifecycle services. Only this product
         // builds swift-service-lifecycle.
         .library(name: "TaskKitServiceLifecycle", targets: ["TaskKitServiceLifecycle"]),
+        // Tracing through swift-distributed-tracing, opted into per instance. Only this product
+        // builds swift-distributed-tracing: `TaskKit` and `TaskKitHTTP` only hold its seam.
+        .library(name: "TaskKitTracing", targets: ["TaskKitTracing"]),
         .executable(name: "taskkit-demo", targets: ["taskkit-demo"]),
         .executable(name: "taskkit-prometheus-example", targets: ["taskkit-prometheus-example"]),
     ],
@@ -27,6 +30,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
         // API only: TaskKit reports through whatever `MetricsSystem` the application bootstraps.
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        // The TaskKitTracing product only.
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         .package(url: "https://github.com/OpenCombine/OpenCombine.git", from: "0.14.0"),
         .package(url: "https://github.com/swhitty/FlyingFox.git", from: "0.27.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
@@ -95,6 +100,13 @@ let package = Package(
                 "TaskKit",
                 "TaskKitHTTP",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .target(
+            name: "TaskKitTracing",
+            dependencies: [
+                "TaskKit",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         // The worker process the TaskKitPostgres tests and benchmarks start: callers of one
@@ -167,6 +179,17 @@ let package = Package(
                 "TaskKitAsyncHTTPClient",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ]
+        ),
+        // Spans recorded by swift-distributed-tracing's InMemoryTracer; HTTP against the loopback server.
+        .testTarget(
+            name: "TaskKitTracingTests",
+            dependencies: [
+                "TaskKit", "TaskKitHTTP", "TaskKitTracing", "TaskKitTestSupport", "TaskKitLoopbackServer",
+                "TaskKitAsyncHTTPClient",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ]
         ),
         // Inside a real `ServiceGroup`, shut down by a signal.

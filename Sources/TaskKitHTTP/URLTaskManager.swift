@@ -65,6 +65,13 @@ public final class URLTaskManager: Sendable {
     ///     outcome), `taskkit_http_retries`, `taskkit_http_token_refreshes`,
     ///     `taskkit_http_request_duration`, and its ``taskManager``'s metrics under the same label.
     ///     `nil` (default): no metric objects, no cost.
+    ///   - tracing: With a tracer (`.distributedTracing` from `TaskKitTracing`), each attempt is an
+    ///     OpenTelemetry HTTP client span named by the method (`http.request.method`, `url.full`,
+    ///     `http.response.status_code`, `http.request.resend_count`) whose context is injected into
+    ///     the request's headers, inside the span of its ``taskManager``'s task (`URLTask`); a
+    ///     failure without a response and a 4xx/5xx status set the error status (see
+    ///     TaskKit's *Running on a server* article). `TaskTracing.none` (default): no span, no
+    ///     cost.
     ///   - shutdownGracePeriod: see `TaskManager.shutdownGracePeriod`. Default: 10 seconds.
     public convenience init(
         interceptors: [any URLTaskInterceptor] = [],
@@ -75,19 +82,20 @@ public final class URLTaskManager: Sendable {
         clock: any Clock<Duration> = ContinuousClock(),
         logger: Logger = TaskKitHTTPLogging.silent,
         metricsLabel: String? = nil,
+        tracing: TaskTracing = .none,
         shutdownGracePeriod: Duration = .seconds(10)
     ) {
         self.init(
             interceptors: interceptors, reactors: reactors,
             transport: URLSessionTransport(configuration: configuration),
             maxConcurrentTasks: maxConcurrentTasks, timeout: timeout, clock: clock, logger: logger,
-            metricsLabel: metricsLabel, shutdownGracePeriod: shutdownGracePeriod
+            metricsLabel: metricsLabel, tracing: tracing, shutdownGracePeriod: shutdownGracePeriod
         )
     }
 
     /// Creates a manager over any ``HTTPTransport``.
     ///
-    /// - Parameters: as for ``init(interceptors:reactors:configuration:maxConcurrentTasks:timeout:clock:logger:metricsLabel:shutdownGracePeriod:)``,
+    /// - Parameters: as for ``init(interceptors:reactors:configuration:maxConcurrentTasks:timeout:clock:logger:metricsLabel:tracing:shutdownGracePeriod:)``,
     ///   with `transport` sending the requests.
     /// - Precondition: `timeout`, when given, is greater than zero.
     public init(
@@ -99,6 +107,7 @@ public final class URLTaskManager: Sendable {
         clock: any Clock<Duration> = ContinuousClock(),
         logger: Logger = TaskKitHTTPLogging.silent,
         metricsLabel: String? = nil,
+        tracing: TaskTracing = .none,
         shutdownGracePeriod: Duration = .seconds(10)
     ) {
         if let timeout {
@@ -109,7 +118,7 @@ public final class URLTaskManager: Sendable {
         self.defaultTimeout = timeout
         self.pipeline = URLTaskPipeline(
             interceptors: interceptors, transport: transport, clock: clock, logger: logger,
-            metrics: metricsLabel.map { URLTaskMetrics(label: $0) }
+            metrics: metricsLabel.map { URLTaskMetrics(label: $0) }, tracer: tracing.tracer
         )
         self.taskManager = TaskManager(
             interceptors: interceptors.map { $0 as any Interceptor },
@@ -118,6 +127,7 @@ public final class URLTaskManager: Sendable {
             clock: clock,
             logger: logger,
             metricsLabel: metricsLabel,
+            tracing: tracing,
             shutdownGracePeriod: shutdownGracePeriod
         )
     }

@@ -19,13 +19,16 @@ final class URLTaskPipeline: Sendable {
     let logger: Logger
     /// The manager's metric objects, with a `metricsLabel`; `nil` without.
     let metrics: URLTaskMetrics?
+    /// The tracing seam, with a `tracing:` other than `.none`; `nil` (no span) without.
+    let tracer: (any TaskTracer)?
     private let requestCounter = Atomic<UInt64>(0)
 
     init(
         interceptors: [any URLTaskInterceptor], transport: any HTTPTransport, clock: any Clock<Duration>,
-        logger: Logger, metrics: URLTaskMetrics? = nil
+        logger: Logger, metrics: URLTaskMetrics? = nil, tracer: (any TaskTracer)? = nil
     ) {
         self.metrics = metrics
+        self.tracer = tracer
         self.interceptors = interceptors
         self.transport = transport
         self.clock = clock
@@ -85,11 +88,15 @@ final class URLTaskPipeline: Sendable {
             log?.record(.adapted, attempt: attempt, request: request)
 
             let outcome: Result<URLTaskResponse, any Error>
-            do {
-                let (data, response) = try await transport.send(request)
-                outcome = .success(URLTaskResponse(data: data, response: response))
-            } catch {
-                outcome = .failure(error)
+            if let tracer {
+                outcome = await send(request, attempt: attempt, tracer: tracer)
+            } else {
+                do {
+                    let (data, response) = try await transport.send(request)
+                    outcome = .success(URLTaskResponse(data: data, response: response))
+                } catch {
+                    outcome = .failure(error)
+                }
             }
             log?.record(.sent, attempt: attempt, outcome: outcome)
             if Task.isCancelled {
@@ -129,6 +136,43 @@ final class URLTaskPipeline: Sendable {
                 log?.record(.retried, attempt: attempt, outcome: outcome, by: interceptors[decider], delay: delay)
                 try await clock.sleep(for: delay)
             }
+        }
+    }
+
+    /// Sends one attempt inside an OpenTelemetry HTTP client span named by the method, with
+    /// `http.request.method`, `url.full`, `http.request.resend_count` (from the second attempt
+    /// on) and `http.response.status_code`. The span's propagation headers (W3C `traceparent`
+    /// with a W3C instrument) go with the request, and the span is current while the transport
+    /// sends (a transport that traces, such as AsyncHTTPClient, starts its span under it). A
+    /// failure without a response, or a 4xx/5xx status, sets the error status and `error.type`.
+    private func send(
+        _ request: URLRequest, attempt: Int, tracer: any TaskTracer
+    ) async -> Result<URLTaskResponse, any Error> {
+        let method = request.httpMethod ?? "GET"
+        let span = tracer.startSpan(method, kind: .client, parent: tracer.currentContext())
+        defer { span.end() }
+        span.setAttribute("http.request.method", method)
+        if let url = request.url { span.setAttribute("url.full", url.absoluteString) }
+        if attempt > 1 { span.setAttribute("http.request.resend_count", attempt - 1) }
+        var request = request
+        for header in span.propagationHeaders() {
+            request.setValue(header.value, forHTTPHeaderField: header.name)
+        }
+        let sent = request
+        do {
+            let (data, response) = try await span.withCurrent(isolation: #isolation) {
+                try await transport.send(sent)
+            }
+            span.setAttribute("http.response.status_code", response.statusCode)
+            if response.statusCode >= 400 {
+                span.setAttribute("error.type", String(response.statusCode))
+                span.setErrorStatus()
+            }
+            return .success(URLTaskResponse(data: data, response: response))
+        } catch {
+            span.setAttribute("error.type", String(describing: type(of: error)))
+            span.recordFailure(error)
+            return .failure(error)
         }
     }
 

@@ -22,13 +22,14 @@ import Foundation
 /// | `POST /analytics` | accepts a JSON array of events, counts them (``analyticsEventCount()``) |
 /// | `GET /hello` | 200 with a short text body (benchmarks) |
 /// | `GET /status?code=N` | an empty response with status `N` |
+/// | `GET /headers?code=N` | the request's headers, one `name: value` line each (names lowercased, sorted), with status `N` (default 200) |
 /// | ``truncatedURL`` | a 200 header announcing 1,000 bytes, 10 bytes of body, then the connection closes |
 /// | ``garbageURL`` | bytes that are not an HTTP response, then the connection closes |
 /// | ``misbehavingURL(_:)`` | one of the ``Misbehaviour``s: a connection closed before any reply, mid-headers or mid-body, reset, or left without a reply |
 public final class LoopbackServer: Sendable {
     /// The endpoints whose hits are counted.
     public enum Endpoint: String, Sendable, Hashable, CaseIterable {
-        case token, protected, flaky, ratelimited, slow, profile, search, analytics, hello, status
+        case token, protected, flaky, ratelimited, slow, profile, search, analytics, hello, status, headers
         case truncated, garbage
         /// Any ``misbehavingURL(_:)``.
         case misbehaving
@@ -334,6 +335,15 @@ actor ServerState {
         await server.appendRoute("GET /hello") { [self] _ in
             await hit(.hello)
             return HTTPResponse(statusCode: .ok, body: Data("hello".utf8))
+        }
+        await server.appendRoute("GET /headers") { [self] request in
+            await hit(.headers)
+            let code = Int(request.query["code"] ?? "") ?? 200
+            let lines = request.headers.map { "\($0.key.rawValue.lowercased()): \($0.value)" }.sorted()
+            return HTTPResponse(
+                statusCode: HTTPStatusCode(code, phrase: "Status \(code)"),
+                body: Data(lines.joined(separator: "\n").utf8)
+            )
         }
         await server.appendRoute("GET /status") { [self] request in
             await hit(.status)

@@ -54,6 +54,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     private let cost: (@Sendable (Key, Value) -> Int)?
     /// The metric objects, with a `metricsLabel`; `nil` (no metric objects) without.
     @usableFromInline let metrics: MonoTaskMetrics?
+    /// The tracing seam, with a `tracing:` other than `.none`; `nil` (no span, no context) without.
+    let tracer: (any TaskTracer)?
 
     /// Creates a cache that loads the value of a key with `load`.
     ///
@@ -78,6 +80,11 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///     `MetricsSystem` with the dimension `("name", metricsLabel)`: ``MonoTask``'s metric
     ///     names (a load is a run) and `taskkit_keyed_evictions` (see <doc:RunningOnAServer>).
     ///     `nil` (default): no metric objects, no cost.
+    ///   - tracing: With a tracer (`.distributedTracing` from `TaskKitTracing`), each load (its
+    ///     attempts and retries) is one span, `KeyedMonoTask.load`, whose parent is the span active
+    ///     where the call that started the load was made, with the attribute
+    ///     `taskkit.monotask.merged_callers` (see <doc:RunningOnAServer>). ``TaskTracing/none``
+    ///     (default): no span, no cost.
     ///   - load: Loads the value of a key. Runs in a `Task` of its own, never under a lock, at
     ///     most once at a time per key (except after ``invalidate(_:)``, see there).
     public convenience init(
@@ -87,18 +94,19 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         retry: RetryCount = .never,
         clock: some Clock<Duration> = ContinuousClock(),
         metricsLabel: String? = nil,
+        tracing: TaskTracing = .none,
         load: @escaping @Sendable (Key) async throws -> Value
     ) {
         self.init(
             entries: maximumEntries, costBound: nil, resultExpireDuration: resultExpireDuration,
             staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, costOf: nil,
-            metricsLabel: metricsLabel, load: load
+            metricsLabel: metricsLabel, tracing: tracing, load: load
         )
     }
 
     /// Creates a cache bounded by entries and by the total cost of its cached values.
     ///
-    /// The same as ``init(maximumEntries:resultExpireDuration:staleWhileRevalidate:retry:clock:metricsLabel:load:)``
+    /// The same as ``init(maximumEntries:resultExpireDuration:staleWhileRevalidate:retry:clock:metricsLabel:tracing:load:)``
     /// plus a second bound: the sum of `cost(key, value)` over the cached values. When a load
     /// finishes and either bound is exceeded, least recently used values are evicted until both
     /// hold again (never the value that just arrived, as for the entry bound). Values whose load
@@ -114,6 +122,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///   - retry: As for the other initialiser.
     ///   - clock: As for the other initialiser.
     ///   - metricsLabel: As for the other initialiser.
+    ///   - tracing: As for the other initialiser.
     ///   - cost: The cost of a loaded value, for example its size in bytes; must not be negative.
     ///     Called once per successful load, in the load's `Task`, never under a lock.
     ///   - load: Loads the value of a key; as for the other initialiser.
@@ -125,6 +134,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         retry: RetryCount = .never,
         clock: some Clock<Duration> = ContinuousClock(),
         metricsLabel: String? = nil,
+        tracing: TaskTracing = .none,
         cost: @escaping @Sendable (Key, Value) -> Int,
         load: @escaping @Sendable (Key) async throws -> Value
     ) {
@@ -132,7 +142,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         self.init(
             entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
             staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, costOf: cost,
-            metricsLabel: metricsLabel, load: load
+            metricsLabel: metricsLabel, tracing: tracing, load: load
         )
     }
 
@@ -145,6 +155,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         clock: some Clock<Duration>,
         costOf cost: (@Sendable (Key, Value) -> Int)?,
         metricsLabel: String?,
+        tracing: TaskTracing,
         load: @escaping @Sendable (Key) async throws -> Value
     ) {
         precondition(maximumEntries > 0, "KeyedMonoTask: maximumEntries must be > 0, got \(maximumEntries)")
@@ -169,6 +180,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         self.load = load
         self.cost = cost
         self.metrics = metricsLabel.map { MonoTaskMetrics(label: $0, keyed: true) }
+        self.tracer = tracing.tracer
     }
 
     // MARK: Values
@@ -362,14 +374,28 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     // MARK: Loading
 
     /// Starts the `Task` of a load. It holds `self` strongly until the load ends.
+    ///
+    /// - Parameter byCaller: Whether a call of the user's started the load (its span is then the
+    ///   parent of the load's); `false` for the follow-up loads a load starts.
     @usableFromInline
-    func startLoad(_ start: Machine.StartLoad) {
+    func startLoad(_ start: Machine.StartLoad, byCaller: Bool = true) {
         let key = start.key
         let generation = start.generation
-        Task.detached { await self.run(key: key, generation: generation) }
+        guard let tracer else {
+            Task.detached { await self.run(key: key, generation: generation, span: nil) }
+            return
+        }
+        let parent = byCaller ? tracer.currentContext() : nil
+        Task.detached {
+            let span = tracer.startSpan("KeyedMonoTask.load", kind: .internal, parent: parent)
+            await span.withCurrent(isolation: #isolation) { await self.run(key: key, generation: generation, span: span) }
+            span.end()
+        }
     }
 
-    private func run(key: Key, generation: Machine.Generation) async {
+    /// Runs the attempts of a load. Its `span`, if any, receives a `retry` event per retry, the
+    /// outcome, and as `taskkit.monotask.merged_callers` how many callers received it.
+    private func run(key: Key, generation: Machine.Generation, span: (any TaskSpan)?) async {
         let started = metrics == nil ? Duration.zero : time.now()
         while true {
             let result: Result<Value, any Error>
@@ -389,6 +415,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             }
             switch action {
             case .retry(let delay):
+                span?.addEvent("retry")
                 if delay > .zero {
                     // This task is never cancelled, so the sleep ends at its deadline.
                     try? await time.sleep(for: delay)
@@ -400,8 +427,9 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                     metrics.recordRun(duration: now - started, result: result)
                     metrics.recordEvictions(released.evictions)
                 }
+                if let span { span.record(result, mergedCallers: waiters.count) }
                 deliver(result, to: waiters)
-                if let next { startLoad(next) }
+                if let next { startLoad(next, byCaller: false) }
                 return
             }
         }

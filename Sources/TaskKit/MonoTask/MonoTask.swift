@@ -80,6 +80,8 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     @usableFromInline let directWaiterIDs = Atomic<UInt64>(1 << 63)
     /// The metric objects, with a `metricsLabel`; `nil` (no metric objects) without.
     @usableFromInline let metrics: MonoTaskMetrics?
+    /// The tracing seam, with a `tracing:` other than `.none`; `nil` (no span, no context) without.
+    let tracer: (any TaskTracer)?
 
     // MARK: Initialisers
 
@@ -103,6 +105,11 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///     (`outcome`: `hit`, `merged`, `executed`), `taskkit_monotask_execution_duration` and
     ///     `taskkit_monotask_failures` (see <doc:RunningOnAServer>). `nil` (default): no metric
     ///     objects, no cost.
+    ///   - tracing: With a tracer (`.distributedTracing` from `TaskKitTracing`), each run (its
+    ///     attempts and retries) is one span, `MonoTask.execute`, whose parent is the span active
+    ///     where the call that started the run was made, with the attribute
+    ///     `taskkit.monotask.merged_callers` (see <doc:RunningOnAServer>). ``TaskTracing/none``
+    ///     (default): no span, no cost.
     ///   - task: The work. It must call its callback once; later calls are ignored.
     public convenience init(
         retry: RetryCount = .never,
@@ -113,12 +120,13 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         clock: some Clock<Duration> = ContinuousClock(),
         logger: Logger? = nil,
         metricsLabel: String? = nil,
+        tracing: TaskTracing = .none,
         task: @escaping CallbackExecution
     ) {
         self.init(
             retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter,
             callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel,
-            body: .callback(task, taskQueue)
+            tracing: tracing, body: .callback(task, taskQueue)
         )
     }
 
@@ -136,6 +144,8 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///   - logger: Receives debug messages about runs, retries and cancellations. Default: silent.
     ///   - metricsLabel: Reports through swift-metrics under this name; `nil` (default): no
     ///     metrics. See the callback initialiser.
+    ///   - tracing: Reports a span per run; ``TaskTracing/none`` (default): none. See the callback
+    ///     initialiser.
     ///   - task: The work, returning its outcome. Cancelled by `clearResult(.cancel)`.
     public convenience init(
         retry: RetryCount = .never,
@@ -146,12 +156,13 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         clock: some Clock<Duration> = ContinuousClock(),
         logger: Logger? = nil,
         metricsLabel: String? = nil,
+        tracing: TaskTracing = .none,
         task: @escaping AsyncExecution
     ) {
         self.init(
             retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter,
             callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel,
-            body: .async(task)
+            tracing: tracing, body: .async(task)
         )
     }
 
@@ -159,7 +170,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     private init(
         retry: RetryCount, resultExpireDuration: Duration?, refreshAfter: Duration?,
         callbackQueue: DispatchQueue, clock: some Clock<Duration>, logger: Logger?, metricsLabel: String?,
-        body: Body
+        tracing: TaskTracing, body: Body
     ) {
         self.state = LockedState(
             State(machine: Machine(configuration: Self.configuration(retry, resultExpireDuration, refreshAfter)))
@@ -170,6 +181,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         self.callbackQueue = callbackQueue
         self.logger = logger ?? silentLogger
         self.metrics = metricsLabel.map { MonoTaskMetrics(label: $0, keyed: false) }
+        self.tracer = tracing.tracer
     }
 
     private static func configuration(
@@ -393,10 +405,23 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     // MARK: Running
 
     /// Starts the `Task` of run `generation`. It holds `self` strongly until the run ends.
+    ///
+    /// - Parameter byCaller: Whether a call of the user's started the run (its span is then the
+    ///   parent of the run's); `false` for the follow-up runs a run starts.
     @usableFromInline
-    func startRun(_ generation: UInt64) {
+    func startRun(_ generation: UInt64, byCaller: Bool = true) {
         logger.debug("MonoTask: run \(generation) starts")
-        let task = Task.detached { await self.run(generation) }
+        let task: Task<Void, Never>
+        if let tracer {
+            let parent = byCaller ? tracer.currentContext() : nil
+            task = Task.detached {
+                let span = tracer.startSpan("MonoTask.execute", kind: .internal, parent: parent)
+                await span.withCurrent(isolation: #isolation) { await self.run(generation, span: span) }
+                span.end()
+            }
+        } else {
+            task = Task.detached { await self.run(generation, span: nil) }
+        }
         let stale = state.withLock { state -> Bool in
             guard state.machine.isLive(generation) else { return true }
             state.runTask = (generation, task)
@@ -406,7 +431,9 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         if stale { task.cancel() }
     }
 
-    private func run(_ generation: UInt64) async {
+    /// Runs the attempts of run `generation`. Its `span`, if any, receives a `retry` event per
+    /// retry, the outcome, and as `taskkit.monotask.merged_callers` how many callers received it.
+    private func run(_ generation: UInt64, span: (any TaskSpan)?) async {
         let started = metrics == nil ? Duration.zero : time.now()
         while true {
             // A run cancelled before its first attempt skips the body but still reports, so the
@@ -426,6 +453,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
             case .none:
                 return
             case .retry(let delay):
+                span?.addEvent("retry")
                 logger.debug("MonoTask: run \(generation) retries after \(delay)")
                 if delay > .zero {
                     try? await time.sleep(for: delay)
@@ -436,11 +464,12 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
                 if let metrics {
                     metrics.recordRun(duration: now - started, result: result)
                 }
+                if let span { span.record(result, mergedCallers: waiters.count) }
                 deliver(result, to: waiters)
-                if let next { startRun(next) }
+                if let next { startRun(next, byCaller: false) }
                 return
             case .startRun(let next):
-                startRun(next)
+                startRun(next, byCaller: false)
                 return
             }
         }

@@ -13,7 +13,8 @@ import Synchronization
 /// state machine until the interceptors are done, so `didCancel` never reads `task` while an
 /// interceptor writes it. A stale execution (cancelled or timed out) may still write `outcome`
 /// after its task ended, but nobody reads the outcome of an ended task. `executionJob` follows
-/// its own protocol, described at ``publishExecution(_:)``. Everything else is `let` or atomic.
+/// its own protocol, described at ``publishExecution(_:)``. `context` is written once, before the
+/// box is shared. Everything else is `let` or atomic.
 @usableFromInline
 class AnyTaskBox: @unchecked Sendable {
     /// `none` → `published` (a job is stored in `executionJob`) → `none` (retired before the
@@ -84,8 +85,18 @@ class AnyTaskBox: @unchecked Sendable {
         fatalError("abstract")
     }
 
+    /// The instrumentation context where the task was added (with a tracer): the parent of its
+    /// spans. Written by ``TaskManagerStorage/add(_:startImmediately:delay:)`` before the box is
+    /// shared.
+    final var context: TaskTraceContext?
+
     /// Adapts and executes the task, storing the result; returns whether reactors may see it.
     func run(adapters interceptors: [any Interceptor]) async -> Bool { fatalError("abstract") }
+
+    /// ``run(adapters:)`` inside a span of `tracer` named after the task's type.
+    func run(adapters interceptors: [any Interceptor], tracer: any TaskTracer) async -> Bool {
+        fatalError("abstract")
+    }
 
     /// Asks `reactor` whether the stored result calls for it.
     func shouldReact(_ reactor: any Reactor, handle: TaskHandle) -> Bool { fatalError("abstract") }
@@ -180,6 +191,14 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     }
 
     override var succeeded: Bool { outcome?.succeeded ?? false }
+
+    override func run(adapters interceptors: [any Interceptor], tracer: any TaskTracer) async -> Bool {
+        let span = tracer.startSpan(String(describing: T.self), kind: .internal, parent: context)
+        let reactable = await span.withCurrent(isolation: #isolation) { await run(adapters: interceptors) }
+        if case .failure(let error)? = outcome { span.recordFailure(error) }
+        span.end()
+        return reactable
+    }
 
     override func run(adapters interceptors: [any Interceptor]) async -> Bool {
         let task = self.task

@@ -53,6 +53,10 @@ public final class TaskManager: Sendable {
     ///     `taskkit_taskmanager_running` and `taskkit_taskmanager_queued`, and the timer
     ///     `taskkit_taskmanager_task_duration` (one execution, on `clock`); see
     ///     <doc:RunningOnAServer>. `nil` (default): no metric objects, no cost.
+    ///   - tracing: With a tracer (`.distributedTracing` from `TaskKitTracing`), each execution of
+    ///     a task runs inside a span named after the task's type, whose parent is the span active
+    ///     where the task was added; a failed execution sets its error status (see
+    ///     <doc:RunningOnAServer>). ``TaskTracing/none`` (default): no span, no cost.
     ///   - shutdownGracePeriod: how long ``shutDown()`` (and a swift-service-lifecycle graceful
     ///     shutdown, with `TaskKitServiceLifecycle`) lets started tasks finish, on `clock`,
     ///     before it cancels what remains. Default: 10 seconds.
@@ -65,6 +69,7 @@ public final class TaskManager: Sendable {
         clock: any Clock<Duration> = ContinuousClock(),
         logger: Logger = .silent(label: "TaskKit.TaskManager"),
         metricsLabel: String? = nil,
+        tracing: TaskTracing = .none,
         shutdownGracePeriod: Duration = .seconds(10)
     ) {
         precondition(
@@ -81,7 +86,8 @@ public final class TaskManager: Sendable {
         storage = TaskManagerStorage(
             interceptors: interceptors, reactors: reactors, maxConcurrentTasks: maxConcurrentTasks,
             clock: clock, logger: logger,
-            metrics: metricsLabel.map { TaskManagerMetrics(label: $0, clock: clock) }
+            metrics: metricsLabel.map { TaskManagerMetrics(label: $0, clock: clock) },
+            tracer: tracing.tracer
         )
     }
 

@@ -32,12 +32,16 @@ final class TaskManagerStorage: Sendable {
     let logger: Logger
     /// The metric objects, with a `metricsLabel`; `nil` (no metric objects) without.
     let metrics: TaskManagerMetrics?
+    /// The tracing seam, with a `tracing:` other than `.none`; `nil` (no span, no context) without.
+    let tracer: (any TaskTracer)?
 
     init(
         interceptors: [any Interceptor], reactors: [any Reactor], maxConcurrentTasks: Int?,
-        clock: any Clock<Duration>, logger: Logger, metrics: TaskManagerMetrics? = nil
+        clock: any Clock<Duration>, logger: Logger, metrics: TaskManagerMetrics? = nil,
+        tracer: (any TaskTracer)? = nil
     ) {
         self.metrics = metrics
+        self.tracer = tracer
         self.interceptors = interceptors
         self.reactors = reactors
         let configurations = reactors.map(\.configuration)
@@ -54,6 +58,7 @@ final class TaskManagerStorage: Sendable {
 
     @usableFromInline
     func add(_ box: AnyTaskBox, startImmediately: Bool, delay: Duration?) -> TaskHandle {
+        if let tracer { box.context = tracer.currentContext() }
         let timeout = box.effectiveTimeout
         // Identifier 0 (never a task's): refused.
         let (id, actions) = state.withLock { state -> (id: Int, actions: Machine.ActionList) in
@@ -219,7 +224,13 @@ final class TaskManagerStorage: Sendable {
         case .execute(let id, let box, let attempt):
             let job = Task { [self] in
                 let stopwatch = metrics?.stopwatch()
-                let reactable = await box.run(adapters: interceptors)
+                // The traced execution is a method of its own: a single method branching on the
+                // tracer costs an untraced task one more allocation (Benchmarks/NOTES.md).
+                let reactable = if let tracer {
+                    await box.run(adapters: interceptors, tracer: tracer)
+                } else {
+                    await box.run(adapters: interceptors)
+                }
                 if let stopwatch, let metrics { metrics.taskDuration.record(stopwatch()) }
                 perform(state.withLock { $0.machine.executionFinished(id: id, attempt: attempt, reactable: reactable) })
             }

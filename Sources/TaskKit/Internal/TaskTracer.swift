@@ -1,0 +1,73 @@
+/// The instrumentation seam between TaskKit's components and a tracing library.
+///
+/// `TaskKit` and `TaskKitHTTP` start their spans through this protocol only; `TaskKitTracing`
+/// implements it on a swift-distributed-tracing `Tracer`. A component holds it as
+/// `(any TaskTracer)?`, `nil` without tracing, so that an untraced path costs a `nil` check.
+package protocol TaskTracer: Sendable {
+    /// The instrumentation context of the calling task, to be the parent of the spans of the work
+    /// it requests (which runs in other tasks).
+    func currentContext() -> TaskTraceContext
+
+    /// Starts a span; the caller ends it.
+    ///
+    /// - Parameters:
+    ///   - name: The operation name.
+    ///   - kind: What the span stands for.
+    ///   - parent: A context from ``currentContext()``; `nil` starts a root span.
+    func startSpan(_ name: String, kind: TaskSpanKind, parent: TaskTraceContext?) -> any TaskSpan
+}
+
+/// An instrumentation context captured by ``TaskTracer/currentContext()``, opaque to TaskKit.
+package struct TaskTraceContext: Sendable {
+    /// The tracing library's context value.
+    package let value: any Sendable
+
+    package init(_ value: any Sendable) {
+        self.value = value
+    }
+}
+
+/// The kinds of span TaskKit starts.
+package enum TaskSpanKind: Sendable {
+    /// Work inside the process: a managed task, a MonoTask execution, a KeyedMonoTask load.
+    case `internal`
+    /// An outgoing request: one HTTP attempt.
+    case client
+}
+
+/// A span started by a ``TaskTracer``.
+package protocol TaskSpan: Sendable {
+    /// Sets an integer attribute.
+    func setAttribute(_ name: String, _ value: Int)
+    /// Sets a string attribute.
+    func setAttribute(_ name: String, _ value: String)
+    /// Adds a named event.
+    func addEvent(_ name: String)
+    /// Records an error (without changing the status).
+    func recordError(_ error: any Error)
+    /// Sets the error status.
+    func setErrorStatus()
+    /// Ends the span.
+    func end()
+    /// The propagation headers of the span's context (W3C `traceparent` with a W3C instrument),
+    /// to be sent with an outgoing request.
+    func propagationHeaders() -> [(name: String, value: String)]
+    /// Runs `body` with the span's context as the task's current instrumentation context, so
+    /// that spans started inside it (by the user's code, or by a transport) are its children.
+    func withCurrent<R>(isolation: isolated (any Actor)?, _ body: () async throws -> R) async rethrows -> R
+}
+
+extension TaskSpan {
+    /// Records a failure: the error, and the error status.
+    package func recordFailure(_ error: any Error) {
+        recordError(error)
+        setErrorStatus()
+    }
+
+    /// Records the outcome of a MonoTask run or a KeyedMonoTask load, and as
+    /// `taskkit.monotask.merged_callers` the number of callers that received it.
+    func record<Value>(_ result: Result<Value, any Error>, mergedCallers: Int) {
+        setAttribute("taskkit.monotask.merged_callers", mergedCallers)
+        if case .failure(let error) = result { recordFailure(error) }
+    }
+}
