@@ -382,20 +382,21 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         let key = start.key
         let generation = start.generation
         guard let tracer else {
-            Task.detached { await self.run(key: key, generation: generation, span: nil) }
+            Task.detached { await self.run(key: key, generation: generation, span: UntracedRun()) }
             return
         }
         let parent = byCaller ? tracer.currentContext() : nil
         Task.detached {
             let span = tracer.startSpan("KeyedMonoTask.load", kind: .internal, parent: parent)
-            await span.withCurrent(isolation: #isolation) { await self.run(key: key, generation: generation, span: span) }
+            await span.withCurrent(isolation: #isolation) {
+                await self.run(key: key, generation: generation, span: TracedRun(span: span))
+            }
             span.end()
         }
     }
 
-    /// Runs the attempts of a load. Its `span`, if any, receives a `retry` event per retry, the
-    /// outcome, and as `taskkit.monotask.merged_callers` how many callers received it.
-    private func run(key: Key, generation: Machine.Generation, span: (any TaskSpan)?) async {
+    /// Runs the attempts of a load, reporting retries and the outcome to `span`.
+    private func run(key: Key, generation: Machine.Generation, span: some RunSpan) async {
         let started = metrics == nil ? Duration.zero : time.now()
         while true {
             let result: Result<Value, any Error>
@@ -415,7 +416,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             }
             switch action {
             case .retry(let delay):
-                span?.addEvent("retry")
+                span.retried()
                 if delay > .zero {
                     // This task is never cancelled, so the sleep ends at its deadline.
                     try? await time.sleep(for: delay)
@@ -427,7 +428,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                     metrics.recordRun(duration: now - started, result: result)
                     metrics.recordEvictions(released.evictions)
                 }
-                if let span { span.record(result, mergedCallers: waiters.count) }
+                span.finished(result, mergedCallers: waiters.count)
                 deliver(result, to: waiters)
                 if let next { startLoad(next, byCaller: false) }
                 return

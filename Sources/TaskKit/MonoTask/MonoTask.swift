@@ -416,11 +416,11 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
             let parent = byCaller ? tracer.currentContext() : nil
             task = Task.detached {
                 let span = tracer.startSpan("MonoTask.execute", kind: .internal, parent: parent)
-                await span.withCurrent(isolation: #isolation) { await self.run(generation, span: span) }
+                await span.withCurrent(isolation: #isolation) { await self.run(generation, span: TracedRun(span: span)) }
                 span.end()
             }
         } else {
-            task = Task.detached { await self.run(generation, span: nil) }
+            task = Task.detached { await self.run(generation, span: UntracedRun()) }
         }
         let stale = state.withLock { state -> Bool in
             guard state.machine.isLive(generation) else { return true }
@@ -431,9 +431,8 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         if stale { task.cancel() }
     }
 
-    /// Runs the attempts of run `generation`. Its `span`, if any, receives a `retry` event per
-    /// retry, the outcome, and as `taskkit.monotask.merged_callers` how many callers received it.
-    private func run(_ generation: UInt64, span: (any TaskSpan)?) async {
+    /// Runs the attempts of run `generation`, reporting retries and the outcome to `span`.
+    private func run(_ generation: UInt64, span: some RunSpan) async {
         let started = metrics == nil ? Duration.zero : time.now()
         while true {
             // A run cancelled before its first attempt skips the body but still reports, so the
@@ -453,7 +452,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
             case .none:
                 return
             case .retry(let delay):
-                span?.addEvent("retry")
+                span.retried()
                 logger.debug("MonoTask: run \(generation) retries after \(delay)")
                 if delay > .zero {
                     try? await time.sleep(for: delay)
@@ -464,7 +463,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
                 if let metrics {
                     metrics.recordRun(duration: now - started, result: result)
                 }
-                if let span { span.record(result, mergedCallers: waiters.count) }
+                span.finished(result, mergedCallers: waiters.count)
                 deliver(result, to: waiters)
                 if let next { startRun(next, byCaller: false) }
                 return
