@@ -18,7 +18,10 @@ package protocol TaskTracer: Sendable {
 }
 
 /// An instrumentation context captured by ``TaskTracer/currentContext()``, opaque to TaskKit.
-package struct TaskTraceContext: Sendable {
+///
+/// A class: a task box holds it as one optional reference, which costs an untraced task less
+/// than an optional existential (Benchmarks/NOTES.md).
+package final class TaskTraceContext: Sendable {
     /// The tracing library's context value.
     package let value: any Sendable
 

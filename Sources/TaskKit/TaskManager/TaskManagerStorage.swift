@@ -222,15 +222,22 @@ final class TaskManagerStorage: Sendable {
             followUps.append(contentsOf: state.withLock { $0.machine.interceptionFinished(id: id, verdict: verdict) })
 
         case .execute(let id, let box, let attempt):
+            // Two jobs, so that an untraced execution runs the code it runs without tracing: a
+            // branch on the tracer inside one job (or one method) costs every untraced task
+            // instructions, or an allocation (Benchmarks/NOTES.md).
+            guard let tracer else {
+                let job = Task { [self] in
+                    let stopwatch = metrics?.stopwatch()
+                    let reactable = await box.run(adapters: interceptors)
+                    if let stopwatch, let metrics { metrics.taskDuration.record(stopwatch()) }
+                    perform(state.withLock { $0.machine.executionFinished(id: id, attempt: attempt, reactable: reactable) })
+                }
+                box.publishExecution(job)
+                return
+            }
             let job = Task { [self] in
                 let stopwatch = metrics?.stopwatch()
-                // The traced execution is a method of its own: a single method branching on the
-                // tracer costs an untraced task one more allocation (Benchmarks/NOTES.md).
-                let reactable = if let tracer {
-                    await box.run(adapters: interceptors, tracer: tracer)
-                } else {
-                    await box.run(adapters: interceptors)
-                }
+                let reactable = await box.run(adapters: interceptors, tracer: tracer)
                 if let stopwatch, let metrics { metrics.taskDuration.record(stopwatch()) }
                 perform(state.withLock { $0.machine.executionFinished(id: id, attempt: attempt, reactable: reactable) })
             }
