@@ -60,6 +60,20 @@ package protocol TaskSpan: Sendable {
     func withCurrent<R>(isolation: isolated (any Actor)?, _ body: () async throws -> R) async rethrows -> R
 }
 
+extension TaskTracer {
+    /// Runs `body` in an internal span named `name`, a child of `parent`, current while `body`
+    /// runs; ends the span when `body` returns.
+    func withInternalSpan<R>(
+        _ name: String, parent: TaskTraceContext?, isolation: isolated (any Actor)? = #isolation,
+        _ body: (any TaskSpan) async -> R
+    ) async -> R {
+        let span = startSpan(name, kind: .internal, parent: parent)
+        let result = await span.withCurrent(isolation: isolation) { await body(span) }
+        span.end()
+        return result
+    }
+}
+
 extension TaskSpan {
     /// Records a failure: the error, and the error status.
     package func recordFailure(_ error: any Error) {

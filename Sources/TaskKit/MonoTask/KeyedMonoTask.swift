@@ -387,11 +387,9 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         }
         let parent = byCaller ? tracer.currentContext() : nil
         Task.detached {
-            let span = tracer.startSpan("KeyedMonoTask.load", kind: .internal, parent: parent)
-            await span.withCurrent(isolation: #isolation) {
+            await tracer.withInternalSpan("KeyedMonoTask.load", parent: parent) { span in
                 await self.run(key: key, generation: generation, span: TracedRun(span: span))
             }
-            span.end()
         }
     }
 
@@ -446,7 +444,7 @@ extension MonoTaskMetrics {
     @usableFromInline
     func record<Key, Value, Waiter>(_ action: KeyedMonoTaskStateMachine<Key, Value, Waiter>.RequestAction) {
         switch action {
-        case .deliverCached: hits.increment()
+        case .deliverCached: recordHit()
         case .enqueued(let startLoad, let released):
             recordMiss(started: startLoad != nil)
             recordEvictions(released.evictions)

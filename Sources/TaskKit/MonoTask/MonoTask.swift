@@ -415,9 +415,9 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         if let tracer {
             let parent = byCaller ? tracer.currentContext() : nil
             task = Task.detached {
-                let span = tracer.startSpan("MonoTask.execute", kind: .internal, parent: parent)
-                await span.withCurrent(isolation: #isolation) { await self.run(generation, span: TracedRun(span: span)) }
-                span.end()
+                await tracer.withInternalSpan("MonoTask.execute", parent: parent) { span in
+                    await self.run(generation, span: TracedRun(span: span))
+                }
             }
         } else {
             task = Task.detached { await self.run(generation, span: UntracedRun()) }
@@ -518,7 +518,7 @@ extension MonoTaskMetrics {
     @usableFromInline
     func record<Value, Waiter>(_ action: MonoTaskStateMachine<Value, Waiter>.ExecuteAction) {
         switch action {
-        case .deliverCached: hits.increment()
+        case .deliverCached: recordHit()
         case .enqueued(let startRun): recordMiss(started: startRun != nil)
         case .callerCancelled: break
         }

@@ -193,11 +193,11 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     override var succeeded: Bool { outcome?.succeeded ?? false }
 
     override func run(adapters interceptors: [any Interceptor], tracer: any TaskTracer) async -> Bool {
-        let span = tracer.startSpan(String(describing: T.self), kind: .internal, parent: context)
-        let reactable = await span.withCurrent(isolation: #isolation) { await run(adapters: interceptors) }
-        if case .failure(let error)? = outcome { span.recordFailure(error) }
-        span.end()
-        return reactable
+        await tracer.withInternalSpan(String(describing: T.self), parent: context) { span in
+            let reactable = await run(adapters: interceptors)
+            if case .failure(let error)? = outcome { span.recordFailure(error) }
+            return reactable
+        }
     }
 
     override func run(adapters interceptors: [any Interceptor]) async -> Bool {
