@@ -229,8 +229,7 @@ final class TaskManagerStorage: Sendable {
                 let job = Task { [self] in
                     let stopwatch = metrics?.stopwatch()
                     let reactable = await box.run(adapters: interceptors)
-                    if let stopwatch, let metrics { metrics.taskDuration.record(stopwatch()) }
-                    perform(state.withLock { $0.machine.executionFinished(id: id, attempt: attempt, reactable: reactable) })
+                    executionEnded(id: id, attempt: attempt, reactable: reactable, stopwatch: stopwatch)
                 }
                 box.publishExecution(job)
                 return
@@ -238,8 +237,7 @@ final class TaskManagerStorage: Sendable {
             let job = Task { [self] in
                 let stopwatch = metrics?.stopwatch()
                 let reactable = await box.run(adapters: interceptors, tracer: tracer)
-                if let stopwatch, let metrics { metrics.taskDuration.record(stopwatch()) }
-                perform(state.withLock { $0.machine.executionFinished(id: id, attempt: attempt, reactable: reactable) })
+                executionEnded(id: id, attempt: attempt, reactable: reactable, stopwatch: stopwatch)
             }
             box.publishExecution(job)
 
@@ -279,6 +277,13 @@ final class TaskManagerStorage: Sendable {
             let continuations = state.withLock { state in ids.compactMap { state.waiters.removeValue(forKey: $0) } }
             for continuation in continuations { continuation.resume() }
         }
+    }
+
+    /// An execution's job returned: records its duration (with a `metricsLabel`) and reports it
+    /// to the machine.
+    private func executionEnded(id: Int, attempt: Int, reactable: Bool, stopwatch: (@Sendable () -> Duration)?) {
+        if let stopwatch, let metrics { metrics.taskDuration.record(stopwatch()) }
+        perform(state.withLock { $0.machine.executionFinished(id: id, attempt: attempt, reactable: reactable) })
     }
 
     private func startReaction(_ index: Int, generation: Int) {
