@@ -2,7 +2,7 @@
 # Instructions per iteration, counted by callgrind (repeatable on a shared machine, unlike wall
 # time): the seed's CoFuture workload for CoFuture and its peers, TaskStore's `addTask` +
 # await against a bare `Task` with the same operation, and TaskManager's `value(of:)` round trip
-# against `addTask` + `next()` on a task group.
+# against `addTask` + `next()` on a task group; and a MonoTask and a KeyedMonoTask cache hit.
 # Usage: Benchmarks/instruction-counts.sh [ITERATIONS]   (default 10000)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -38,7 +38,7 @@ echo
 printf '%-32s %s\n' workload "instructions/round trip (n=$n, least of 5 runs)"
 for workload in taskstore-bare taskstore taskstore-flag-bare taskstore-read \
     taskstore-concurrent-bare taskstore-concurrent taskstore-actor-bare taskstore-actor \
-    taskgroup-roundtrip taskmanager-value; do
+    taskgroup-roundtrip taskmanager-value monotask-hit keyedmonotask-hit; do
     best=""
     for _ in 1 2 3 4 5; do
         value=$(per_iteration "$workload")

@@ -1,8 +1,8 @@
 import SeedWorkloads
 
-/// The TaskStore workloads of `TaskStoreBenchmarks` (`ModelBench`, `StoreBench`) and the
-/// TaskManager round trip of `TaskManagerBenchmarks`, by their command-line names: `n`
-/// sequential round trips each.
+/// The TaskStore workloads of `TaskStoreBenchmarks` (`ModelBench`, `StoreBench`), the
+/// TaskManager round trip of `TaskManagerBenchmarks` and the MonoTask and KeyedMonoTask cache
+/// hits, by their command-line names: `n` sequential round trips (or hits) each.
 enum TaskStoreWorkload: String, CaseIterable {
     /// The seed's model: a bare `Task { await self.doThing() }`.
     case modelBare = "taskstore-bare"
@@ -24,6 +24,10 @@ enum TaskStoreWorkload: String, CaseIterable {
     case managerRoundTrip = "taskmanager-value"
     /// Its hand-written alternative: `addTask` + `next()` on one task group.
     case taskGroupRoundTrip = "taskgroup-roundtrip"
+    /// A `MonoTask` cache hit (`asyncExecute()`, result never expires).
+    case monoTaskHit = "monotask-hit"
+    /// A `KeyedMonoTask` cache hit (`value(for:)`, 1,000 keys in order).
+    case keyedMonoTaskHit = "keyedmonotask-hit"
 
     /// Runs the workload `n` times.
     func run(_ n: Int) async {
@@ -47,6 +51,12 @@ enum TaskStoreWorkload: String, CaseIterable {
         case .taskGroupRoundTrip:
             let sum = await taskGroupRoundTrips(n)
             precondition(sum == n * (n - 1) / 2, "every round trip returned its value")
+        case .monoTaskHit:
+            let sum = await monoTaskHits(n)
+            precondition(sum == n, "every hit returned the cached value")
+        case .keyedMonoTaskHit:
+            let sum = await keyedMonoTaskHits(n)
+            precondition(sum == n, "every hit returned the cached value")
         }
     }
 }

@@ -202,15 +202,40 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     @inlinable
     nonisolated(nonsending)
     public func value(for key: Key, forceUpdate: Bool = false) async throws -> Value {
-        let now = time.now()
-        let fast = state.withLock { $0.fastPath(key: key, forceUpdate: forceUpdate, now: now) }
-        switch fast {
-        case .hit(let value, let refresh):
-            metrics?.recordHit()
-            if let refresh { startLoad(refresh) }
+        switch lookUp(key, forceUpdate: forceUpdate) {
+        case .hit(let value):
             return value
         case .miss(let id):
             return try await wait(key: key, id: id, forceUpdate: forceUpdate).get()
+        }
+    }
+
+    /// What ``value(for:forceUpdate:)`` found for `key`.
+    @usableFromInline
+    enum Lookup {
+        /// A usable cached value, already counted, its refresh (if due) started.
+        case hit(Value)
+        /// No usable value: register a waiter with this identifier.
+        case miss(Machine.WaiterID)
+    }
+
+    /// The synchronous part of ``value(for:forceUpdate:)``: a hit (counted, with its refresh
+    /// started) or the identifier a waiter registers with.
+    ///
+    /// Specialised in the caller's module but never inlined, so the async `value(for:)` stays
+    /// small enough for the optimiser to inline it into its caller; otherwise every hit pays for
+    /// an async call frame (`swift_task_alloc`/`dealloc`), as it did when the metrics call made
+    /// the inlined body too large (Benchmarks/NOTES.md, issue 22).
+    @inlinable
+    func lookUp(_ key: Key, forceUpdate: Bool) -> Lookup {
+        let now = time.now()
+        switch state.withLock({ $0.fastPath(key: key, forceUpdate: forceUpdate, now: now) }) {
+        case .hit(let value, let refresh):
+            metrics?.recordHit()
+            if let refresh { startLoad(refresh) }
+            return .hit(value)
+        case .miss(let id):
+            return .miss(id)
         }
     }
 
