@@ -88,12 +88,12 @@ struct TaskManagerStateMachine<Payload, Job> {
 
         var isEmpty: Bool { appended == taken }
 
-        mutating func append(_ action: Action) {
+        mutating func append(_ action: consuming Action) {
             switch appended {
-            case 0: first = action
-            case 1: second = action
-            case 2: third = action
-            default: overflow.append(action)
+            case 0: first = consume action
+            case 1: second = consume action
+            case 2: third = consume action
+            default: overflow.append(consume action)
             }
             appended += 1
         }

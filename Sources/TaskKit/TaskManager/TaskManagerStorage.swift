@@ -202,8 +202,8 @@ final class TaskManagerStorage: Sendable {
     }
 
     /// Performs one action; appends the follow-up actions it produces synchronously.
-    private func perform(_ action: Action, followUps: inout Machine.ActionList) {
-        switch action {
+    private func perform(_ action: consuming Action, followUps: inout Machine.ActionList) {
+        switch consume action {
         case .startTimer(let id, let kind, let duration):
             let clock = self.clock
             let job = Task { [self] in
