@@ -21,23 +21,7 @@
 // Figures are per sample (100,000 tasks): divide `mallocCountTotal` by 100,000 for mallocs per
 // task. The ratio is TaskManager's wall clock over the baseline's, from the same run.
 //
-// Measured (2 cores, release, 10 samples): on a quiet machine (2026-11-23) TaskGroup 147/150 ms
-// (p0/p50) and 6.0 mallocs/task; one pass-through interceptor 1.95x/2.39x the baseline, no
-// interceptor 1.77x/2.38x, both 7.0 mallocs/task. Under load (earlier runs) 2.1–2.7x at p50.
-// Before the hot-path work: 3.8x with 15 mallocs/task, and 3.4x with 10 without the interceptor.
-//
-// After the entry table (array-indexed sliding window instead of the id → entry dictionary) and
-// moving actions out of action lists, the old and new binaries alternated three times on a quiet
-// machine (2026-11-23, p0/p50 per run): one pass-through interceptor 286–379/295–401 ->
-// 210–298/266–317 ms, no interceptor 318–417/331–520 -> 248–297/250–334 ms; the baseline
-// 148–178/150–225 ms in the same runs, so the new p50 is 1.4–2.0x the baseline's (the spread
-// is the machine's). Still 7.0 mallocs/task: the TaskBox, the execution job's closure context
-// (an `@isolated(any)` closure stores its isolation, so even a single capture allocates), the
-// job and what `Task.init` allocates; the baseline has all but the box.
-// Profile of the remaining gap (perf, interceptor variant): malloc/free ~20%, retain/release
-// ~12%, kernel ~15% (the futex calls are dispatch's worker-thread semaphores, about 4x the
-// baseline's, not the manager's lock), generic-metadata lookups from the unspecialised
-// `TaskBox<T>` ~5% (about six per task); the state machine's own functions are each under 1%.
+// Measured figures and their history: Benchmarks/NOTES.md.
 import Benchmark
 import BenchmarkSupport
 import Synchronization
