@@ -70,7 +70,7 @@ struct BearerAuthenticationServerTests {
             #expect(await server.hits(.protected) == 50)
             #expect(gate.waiting == 1)
             gate.open()
-            let statuses = try await requests.value
+            let statuses = try await requests.boundedValue()
             #expect(statuses == Array(repeating: 200, count: 50))
             #expect(await server.refreshCount() == 1)
             #expect(await server.hits(.protected) == 100)
@@ -108,7 +108,7 @@ struct BearerAuthenticationServerTests {
             // A now goes out with the old token, is rejected, and is replayed with the new token
             // at once: no second refresh.
             gate.open()
-            let responseA = try await requestA.value
+            let responseA = try await requestA.boundedValue()
             #expect(responseA.statusCode == 200)
             #expect(await server.refreshCount() == 1)
             #expect(await server.hits(.token) == 1)
@@ -134,7 +134,7 @@ struct BearerAuthenticationServerTests {
             await eventually(pollingEvery: .milliseconds(5)) { authenticator.waitingRequestCount == 10 }
             gate.open()
             for request in requests {
-                let error = await #expect(throws: AuthenticationError.self) { _ = try await request.value }
+                let error = await #expect(throws: AuthenticationError.self) { _ = try await request.boundedValue() }
                 guard case .refreshFailed(let underlying)? = error else {
                     Issue.record("expected refreshFailed, got \(String(describing: error))")
                     continue
@@ -270,7 +270,7 @@ struct BearerAuthenticationServerTests {
             await server.expireAllTokens()
             let request = Task { try await manager.response(for: URLRequest(url: server.url("/flaky-protected?key=budget"))) }
             #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(1))
-            let response = try await request.value
+            let response = try await request.boundedValue()
             #expect(response.statusCode == 200)
             #expect(await server.hits(.flakyProtected) == 3)  // 401, 503, 200
             #expect(await server.refreshCount() == 1)
@@ -292,10 +292,10 @@ struct BearerAuthenticationServerTests {
             let kept = Task { try await manager.data(for: URLRequest(url: server.url("/protected"))) }
             await eventually(pollingEvery: .milliseconds(5)) { authenticator.waitingRequestCount == 2 }
             cancelled.cancel()
-            await #expect(throws: CancellationError.self) { _ = try await cancelled.value }
+            await #expect(throws: CancellationError.self) { _ = try await cancelled.boundedValue() }
             #expect(authenticator.waitingRequestCount == 1)
             gate.open()
-            let keptStatus = try await kept.value.1.statusCode
+            let keptStatus = try await kept.boundedValue().1.statusCode
             #expect(keptStatus == 200)
             #expect(await server.refreshCount() == 1)
         }

@@ -61,7 +61,7 @@ struct HTTPFailureTableTests {
             if row.retried {
                 #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(1), "no retry was scheduled")
             }
-            let outcome = await Result { try await sending.value }
+            let outcome = await Result { try await sending.boundedValue() }
             switch (outcome, row.code) {
             case (.success(let (data, response)), nil):
                 #expect(response.statusCode == 200)

@@ -28,7 +28,7 @@ struct HTTPRetryPolicyServerTests {
             let request = Task { try await manager.response(for: URLRequest(url: server.url("/flaky?key=get"))) }
             #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(1))
             #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(2))
-            let response = try await request.value
+            let response = try await request.boundedValue()
             #expect(response.statusCode == 200)
             #expect(String(decoding: response.data, as: UTF8.self) == "recovered get")
             #expect(await server.hits(.flaky) == 3)
@@ -45,7 +45,7 @@ struct HTTPRetryPolicyServerTests {
             var delays: [Duration?] = []
             for _ in 0..<4 { delays.append(await clock.httpTestAdvanceToNextSleeper()) }
             #expect(delays == [.seconds(1), .seconds(2), .seconds(3), .seconds(3)])
-            let response = try await request.value
+            let response = try await request.boundedValue()
             #expect(response.statusCode == 503)
             #expect(await server.hits(.flaky) == 5)
         }
@@ -62,7 +62,7 @@ struct HTTPRetryPolicyServerTests {
                     let delay = try #require(await clock.httpTestAdvanceToNextSleeper())
                     #expect(delay >= .zero && delay <= .seconds(bound))
                 }
-                let status = try await request.value.statusCode
+                let status = try await request.boundedValue().statusCode
                 #expect(status == 200)
             }
         }
@@ -85,7 +85,7 @@ struct HTTPRetryPolicyServerTests {
             let (retrying, _) = self.manager(optedIn, over: transport, clock: clock)
             let request = Task { try await retrying.response(for: post) }
             #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(1))
-            let status = try await request.value.statusCode
+            let status = try await request.boundedValue().statusCode
             #expect(status == 200)
             #expect(await server.hits(.flaky) == 3)
         }
@@ -99,7 +99,7 @@ struct HTTPRetryPolicyServerTests {
                 let (manager, transport) = manager(httpTestRetryPolicy(count: 1), over: transport, clock: clock)
                 let request = Task { try await manager.response(for: URLRequest(url: server.url("/status?code=\(status)"))) }
                 #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(1), "\(status)")
-                let received = try await request.value.statusCode
+                let received = try await request.boundedValue().statusCode
                 #expect(received == status)
                 #expect(transport.requests.count == 2, "\(status)")
             }
@@ -123,7 +123,7 @@ struct HTTPRetryPolicyServerTests {
                 try await manager.response(for: URLRequest(url: server.url("/ratelimited?key=s&mode=seconds&after=2")))
             }
             #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(2))
-            let status = try await request.value.statusCode
+            let status = try await request.boundedValue().statusCode
             #expect(status == 200)
             #expect(await server.hits(.ratelimited) == 2)
         }
@@ -139,7 +139,7 @@ struct HTTPRetryPolicyServerTests {
                     try await manager.response(for: URLRequest(url: server.url("/ratelimited?key=cap-\(mode)&mode=\(mode)&after=3600")))
                 }
                 #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(3), "\(mode)")
-                let status = try await request.value.statusCode
+                let status = try await request.boundedValue().statusCode
                 #expect(status == 200)
             }
         }
@@ -163,7 +163,7 @@ struct HTTPRetryPolicyServerTests {
                 )
             }
             #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(10))
-            let status = try await request.value.statusCode
+            let status = try await request.boundedValue().statusCode
             #expect(status == 200)
         }
     }
@@ -176,7 +176,7 @@ struct HTTPRetryPolicyServerTests {
             let request = Task { try await manager.response(for: URLRequest(url: server.url("/flaky?key=cancel"))) }
             await eventually(pollingEvery: .milliseconds(5)) { clock.sleeperCount == 1 }
             request.cancel()
-            await #expect(throws: CancellationError.self) { _ = try await request.value }
+            await #expect(throws: CancellationError.self) { _ = try await request.boundedValue() }
             await eventually(pollingEvery: .milliseconds(5)) { clock.sleeperCount == 0 }
             #expect(await server.hits(.flaky) == 1)
         }
@@ -193,7 +193,7 @@ struct HTTPRetryPolicyServerTests {
             clock.advance(by: .seconds(1))
             await eventually(pollingEvery: .milliseconds(5)) { clock.sleeperCount == 2 }  // the deadline and the 2 s backoff
             clock.advance(by: .milliseconds(500))
-            let error = await #expect(throws: TaskError.self) { _ = try await request.value }
+            let error = await #expect(throws: TaskError.self) { _ = try await request.boundedValue() }
             guard case .timedOut? = error else {
                 Issue.record("expected TaskError.timedOut, got \(String(describing: error))")
                 return

@@ -27,7 +27,7 @@ struct URLTaskLoggingTests {
             await server.expireAllTokens()
             let request = Task { try await manager.response(for: URLRequest(url: server.url("/flaky-protected?key=log"))) }
             #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(1))
-            let status = try await request.value.statusCode
+            let status = try await request.boundedValue().statusCode
             #expect(status == 200)
 
             let records = store.all.filter { $0.metadata["event"] != nil }

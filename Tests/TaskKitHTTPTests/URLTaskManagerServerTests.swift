@@ -48,7 +48,7 @@ struct URLTaskManagerServerTests {
         let request = Task { try await manager.data(for: URLRequest(url: url)) }
         #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(1))
         #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(2))
-        let error = await #expect(throws: URLError.self) { _ = try await request.value }
+        let error = await #expect(throws: URLError.self) { _ = try await request.boundedValue() }
         #expect(error?.code == .cannotConnectToHost)
         #expect(transport.requests.count == 3)
         withExtendedLifetime(stopped) {}  // the port stays reserved until here
@@ -63,7 +63,7 @@ struct URLTaskManagerServerTests {
             await eventually(pollingEvery: .milliseconds(5)) { await server.hits(.slow) == 1 }
             let started = ContinuousClock.now
             request.cancel()
-            await #expect(throws: CancellationError.self) { _ = try await request.value }
+            await #expect(throws: CancellationError.self) { _ = try await request.boundedValue() }
             #expect(started.duration(to: .now) < .seconds(10))
             // The URLSession task itself was cancelled (not left running for 20 s).
             await eventually(pollingEvery: .milliseconds(5)) { transport.outcomes.first.flatMap { $0 } != nil }
@@ -109,7 +109,7 @@ struct URLTaskManagerServerTests {
             clock.advance(by: .milliseconds(499))
             #expect(transport.outcomes.first.flatMap { $0 } == nil)
             clock.advance(by: .milliseconds(1))
-            let error = await #expect(throws: TaskError.self) { _ = try await request.value }
+            let error = await #expect(throws: TaskError.self) { _ = try await request.boundedValue() }
             guard case .timedOut? = error else {
                 Issue.record("expected TaskError.timedOut, got \(String(describing: error))")
                 return
@@ -128,7 +128,7 @@ struct URLTaskManagerServerTests {
             }
             await eventually(pollingEvery: .milliseconds(5)) { await server.hits(.slow) == 1 }
             #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(1))
-            await #expect(throws: TaskError.self) { _ = try await request.value }
+            await #expect(throws: TaskError.self) { _ = try await request.boundedValue() }
         }
     }
 
@@ -210,7 +210,7 @@ struct URLTaskManagerServerTests {
             let manager = URLTaskManager(interceptors: [httpTestRetryPolicy(count: 1)], transport: transport.make(), clock: clock)
             let request = Task { try await manager.data(for: URLRequest(url: server.truncatedURL)) }
             #expect(await clock.httpTestAdvanceToNextSleeper() == .seconds(1))
-            let error = await #expect(throws: URLError.self) { _ = try await request.value }
+            let error = await #expect(throws: URLError.self) { _ = try await request.boundedValue() }
             #expect(error?.code == .networkConnectionLost)
             #expect(await server.hits(.truncated) == 2)
         }

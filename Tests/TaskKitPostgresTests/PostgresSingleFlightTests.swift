@@ -214,7 +214,7 @@ struct PostgresSingleFlightTests {
             try await Task.sleep(for: .milliseconds(150))
             let value = try await second.value(forKey: "w", resultExpireDuration: .seconds(60)) { Token(value: "second") }
             #expect(value == Token(value: "second"))
-            await #expect(throws: Failure.self) { try await failing.value }
+            await #expect(throws: Failure.self) { try await failing.boundedValue() }
         }
     }
 
@@ -267,8 +267,8 @@ struct PostgresSingleFlightTests {
             let other = Task { try await flight.value(forKey: "c", resultExpireDuration: .seconds(60), load: load) }
             try await Task.sleep(for: .milliseconds(50))
             cancelled.cancel()
-            await #expect(throws: CancellationError.self) { try await cancelled.value }
-            #expect(try await other.value == Token(value: "done"))
+            await #expect(throws: CancellationError.self) { try await cancelled.boundedValue() }
+            #expect(try await other.boundedValue() == Token(value: "done"))
         }
     }
 

@@ -40,9 +40,9 @@ struct TaskManagerServiceTests {
         #expect(refused.error == "TaskError.shuttingDown")
 
         gate.open()
-        #expect(try await first.value == 1)
-        #expect(try await second.value == 2)
-        try await running.value
+        #expect(try await first.boundedValue() == 1)
+        #expect(try await second.boundedValue() == 2)
+        try await running.boundedValue()
     }
 
     @Test func afterTheGracePeriodWhatRemainsIsCancelledAndEveryCallerAnswered() async throws {
@@ -64,9 +64,9 @@ struct TaskManagerServiceTests {
         await clock.waitForSleepers(count: 1)  // the grace period
         clock.advance(by: .seconds(5))
 
-        let error = await #expect(throws: TaskError.self) { try await stuck.value }
+        let error = await #expect(throws: TaskError.self) { try await stuck.boundedValue() }
         #expect(error.map { "\($0)" } == "TaskError.cancelled")
-        try await running.value
+        try await running.boundedValue()
         #expect(notStarted.error == "TaskError.cancelled")
     }
 
@@ -82,9 +82,9 @@ struct TaskManagerServiceTests {
         let running = await runInServiceGroup(manager)
         running.cancel()
 
-        let error = await #expect(throws: TaskError.self) { try await stuck.value }
+        let error = await #expect(throws: TaskError.self) { try await stuck.boundedValue() }
         #expect(error.map { "\($0)" } == "TaskError.cancelled")
-        _ = try? await running.value
+        _ = try? await running.boundedValue()
         #expect(manager.isShuttingDown)
         await #expect(throws: TaskError.self) { try await manager.value { 3 } }
     }
@@ -96,7 +96,7 @@ struct TaskManagerServiceTests {
         let running = Task { try await group.run() }
         await eventually { probe.started }
         await group.triggerGracefulShutdown()
-        try await running.value
+        try await running.boundedValue()
         #expect(manager.taskManager.isShuttingDown)
         await #expect(throws: TaskError.self) {
             try await manager.data(for: URLRequest(url: URL(string: "http://127.0.0.1:9/")!))

@@ -13,7 +13,7 @@ import TaskKitTestSupport
         let waiter = Task { try await promise.value(timeout: .seconds(2), clock: clock) }
         await clock.waitForSleepers(count: 1)
         clock.advance(by: .seconds(2))
-        await #expect(throws: CoFutureError.timeout) { try await waiter.value }
+        await #expect(throws: CoFutureError.timeout) { try await waiter.boundedValue() }
         #expect(promise.result == nil)
         #expect(!promise.isCanceled)
         promise.success(5)
@@ -26,13 +26,13 @@ import TaskKitTestSupport
         let waiter = Task { try await promise.value(timeout: .seconds(2), clock: clock) }
         await clock.waitForSleepers(count: 1)
         promise.success(3)
-        #expect(try await waiter.value == 3)
+        #expect(try await waiter.boundedValue() == 3)
         #expect(clock.sleeperCount == 0)
         let failing = CoPromise<Int>()
         let failed = Task { try await failing.value(timeout: .seconds(2), clock: clock) }
         await clock.waitForSleepers(count: 1)
         failing.fail(TestError(code: 4))
-        await #expect(throws: TestError(code: 4)) { try await failed.value }
+        await #expect(throws: TestError(code: 4)) { try await failed.boundedValue() }
     }
 
     @Test func aCompletedFutureAnswersAtOnceAndAZeroTimeoutOtherwiseTimesOut() async throws {
@@ -46,7 +46,7 @@ import TaskKitTestSupport
         let waiter = Task { try await promise.value(timeout: .seconds(2), clock: clock) }
         await clock.waitForSleepers(count: 1)
         waiter.cancel()
-        await #expect(throws: CancellationError.self) { try await waiter.value }
+        await #expect(throws: CancellationError.self) { try await waiter.boundedValue() }
         #expect(promise.result == nil)
     }
 

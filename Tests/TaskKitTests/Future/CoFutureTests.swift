@@ -363,7 +363,7 @@ struct CoFutureTests {
         let waiter = Task { try await derived.value }
         await Task.yield()
         promise = nil
-        await #expect(throws: CoFutureError.canceled) { try await waiter.value }
+        await #expect(throws: CoFutureError.canceled) { try await waiter.boundedValue() }
     }
 
     @Test func mapAndFlatMapTransformValuesAndPassFailuresThrough() async throws {
@@ -582,7 +582,7 @@ struct CoFutureAsyncTests {
         let waiter = Task { try await promise.value }
         await Task.yield()
         promise.success(11)
-        #expect(try await waiter.value == 11)
+        #expect(try await waiter.boundedValue() == 11)
     }
 
     @Test func cancelledAwaiterResumesPromptlyWithoutCancellingTheFuture() async throws {
@@ -590,11 +590,11 @@ struct CoFutureAsyncTests {
         let other = Task { try await promise.value }
         let cancelled = Task { try await promise.value }
         cancelled.cancel()
-        await #expect(throws: CancellationError.self) { try await cancelled.value }
+        await #expect(throws: CancellationError.self) { try await cancelled.boundedValue() }
         #expect(promise.result == nil)
         #expect(!promise.isCanceled)
         promise.success(5)
-        #expect(try await other.value == 5)
+        #expect(try await other.boundedValue() == 5)
     }
 
     @Test func awaiterCancelledBeforeItStartsWaitingThrowsCancellation() async {
@@ -603,7 +603,7 @@ struct CoFutureAsyncTests {
             withUnsafeCurrentTask { $0?.cancel() }
             return try await promise.value
         }
-        await #expect(throws: CancellationError.self) { try await task.value }
+        await #expect(throws: CancellationError.self) { try await task.boundedValue() }
     }
 }
 

@@ -86,7 +86,7 @@ import TaskKitTestSupport
         let waiter = Task { try await promise.value(timeout: .seconds(1), clock: clock) }
         await clock.waitForSleepers(count: 1)
         clock.advance(by: .seconds(1))
-        await #expect(throws: CoFutureError.timeout) { try await waiter.value }
+        await #expect(throws: CoFutureError.timeout) { try await waiter.boundedValue() }
         #expect(promise.result == nil)
     }
 

@@ -173,7 +173,7 @@ struct KeyedMonoTaskTests {
         async let staying = cache.value(for: 1)
         await eventually("merged") { cache.counters.merges == 1 }
         leaving.cancel()
-        await #expect(throws: CancellationError.self) { try await leaving.value }
+        await #expect(throws: CancellationError.self) { try await leaving.boundedValue() }
         #expect(cache.counters.callerCancellations == 1)
         recorder.open(1)
         #expect(try await staying == "1#1")
@@ -187,7 +187,7 @@ struct KeyedMonoTaskTests {
             withUnsafeCurrentTask { $0?.cancel() }
             return try await cache.value(for: 1)
         }
-        await #expect(throws: CancellationError.self) { try await task.value }
+        await #expect(throws: CancellationError.self) { try await task.boundedValue() }
         #expect(recorder.started(1) == 0)
         #expect(cache.count == 0)
     }
@@ -384,10 +384,10 @@ struct KeyedMonoTaskTests {
         let leaving = Task { try await cache.value(for: 1) }  // joins the new load
         await eventually("joined") { cache.counters.merges == 1 }
         leaving.cancel()
-        await #expect(throws: CancellationError.self) { try await leaving.value }
+        await #expect(throws: CancellationError.self) { try await leaving.boundedValue() }
         recorder.open(1)
-        let oldValue = try await old.value
-        let newValue = try await new.value
+        let oldValue = try await old.boundedValue()
+        let newValue = try await new.boundedValue()
         #expect(Set([oldValue, newValue]) == ["1#1", "1#2"])
         // Only the new generation is cached.
         #expect(cache.cachedValue(for: 1) == newValue)
@@ -400,7 +400,7 @@ struct KeyedMonoTaskTests {
         await eventually("load waiting") { recorder.waiting(1) == 1 }
         cache.invalidate(1)
         leaving.cancel()
-        await #expect(throws: CancellationError.self) { try await leaving.value }
+        await #expect(throws: CancellationError.self) { try await leaving.boundedValue() }
         #expect(cache.counters.callerCancellations == 1)
         recorder.open(1)
         await eventually("load over") { cache.inspect(\.loadsInFlight) == 0 }
@@ -468,7 +468,7 @@ struct KeyedMonoTaskTests {
         let task = Task { await cache.values(for: [1, 2]) }
         await eventually("loads") { recorder.waiting(1) == 1 && recorder.waiting(2) == 1 }
         task.cancel()
-        let results = await task.value
+        let results = try await task.boundedValue()
         #expect(throws: CancellationError.self) { try results[1]?.get() }
         #expect(throws: CancellationError.self) { try results[2]?.get() }
         recorder.open(1)

@@ -69,7 +69,7 @@ import TaskKitTestSupport
         let waiter = Task { await task.asyncExecute() }
         await eventually { task.isExecuting }
         task.clearResult(ongoingExecutionStrategy: .cancel)
-        let outcome = await waiter.value
+        let outcome = try await waiter.boundedValue()
         #expect(throws: MonoTask<Int>.Errors.executionCancelledDueToClearResult) { try outcome.get() }
         gate.open()
         task.clearResult(ongoingExecutionStrategy: .allowCompletion)

@@ -306,7 +306,7 @@ import TaskKitTestSupport
         async let stayer = task.asyncExecute()
         await eventually { task.counters.mergedCallers == 1 }
         leaver.cancel()
-        let left = await leaver.value
+        let left = try await leaver.boundedValue()
         #expect(throws: CancellationError.self) { try left.get() }
         #expect(task.isExecuting)
         gate.open()
@@ -322,7 +322,7 @@ import TaskKitTestSupport
             withUnsafeCurrentTask { $0?.cancel() }
             return await task.asyncExecute()
         }
-        let called = await caller.value
+        let called = try await caller.boundedValue()
         #expect(throws: CancellationError.self) { try called.get() }
         #expect(!task.isExecuting)
         #expect(runs.value == 0)

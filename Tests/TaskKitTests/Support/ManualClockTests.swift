@@ -10,7 +10,7 @@ import TaskKitTestSupport
         clock.advance(by: .seconds(4))
         #expect(clock.sleeperCount == 1)
         clock.advance(by: .seconds(1))
-        try await task.value
+        try await task.boundedValue()
         #expect(clock.sleeperCount == 0)
     }
 
@@ -19,7 +19,7 @@ import TaskKitTestSupport
         let task = Task { try await clock.sleep(for: .seconds(5)) }
         await clock.waitForSleepers(count: 1)
         task.cancel()
-        await #expect(throws: CancellationError.self) { try await task.value }
+        await #expect(throws: CancellationError.self) { try await task.boundedValue() }
         #expect(clock.sleeperCount == 0)
     }
 }

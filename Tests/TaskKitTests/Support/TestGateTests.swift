@@ -3,13 +3,13 @@ import TaskKit
 import TaskKitTestSupport
 
 @Suite struct TestGateTests {
-    @Test func arrivalsWithoutWaitingSatisfyACountingWait() async {
+    @Test func arrivalsWithoutWaitingSatisfyACountingWait() async throws {
         let gate = TestGate()
         let waiter = Task { await gate.waitForArrivals(3) }
         #expect(gate.arrive() == 1)
         #expect(gate.arrive() == 2)
         Task { gate.arrive() }
-        await waiter.value
+        try await waiter.boundedValue()
         #expect(gate.arrivals == 3)
         #expect(!gate.isOpen)
     }
@@ -30,6 +30,22 @@ import TaskKitTestSupport
         let sleeper = Task { try await clock.sleep(for: .seconds(1)) }
         await clock.waitForSleepers(count: 1)
         clock.advance(by: .seconds(1))
-        try await sleeper.value
+        try await sleeper.boundedValue()
+    }
+
+    @Test func aTaskValueWithinItsDeadlineIsTheValue() async throws {
+        #expect(try await Task { 7 }.boundedValue() == 7)
+        struct Failure: Error {}
+        await #expect(throws: Failure.self) { try await Task { throw Failure() }.boundedValue() }
+    }
+
+    @Test func aTaskValuePastItsDeadlineFailsTheTestInsteadOfHanging() async throws {
+        let gate = TestGate()
+        let stuck = Task { await gate.wait() }
+        await withKnownIssue {
+            await #expect(throws: TaskDeadlineExceeded.self) { try await stuck.boundedValue(within: .milliseconds(20)) }
+        }
+        gate.open()
+        try await stuck.boundedValue()
     }
 }

@@ -71,7 +71,7 @@ import TaskKitTestSupport
         #expect(finished.withLock { $0 } == false)
         #expect(done.count == 0)
         queue.resume()
-        await waiter.value
+        try await waiter.boundedValue()
         #expect(done.count == 1)
         #expect(manager.inspect { $0.pendingDeliveries } == 0)
     }

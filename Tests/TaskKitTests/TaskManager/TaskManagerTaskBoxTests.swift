@@ -1,5 +1,6 @@
 import Dispatch
 import Testing
+import TaskKitTestSupport
 @testable import TaskKit
 
 /// The lock-free hand-over of an execution's Swift task between the thread that spawned it and
@@ -80,7 +81,7 @@ import Testing
         try await Task.sleep(for: .milliseconds(20))
         _ = await box.run(adapters: [])
         box.deliverResult {}
-        #expect(try await waiter.value == 8)
+        #expect(try await waiter.boundedValue() == 8)
     }
 
     @Test func onlyTheFirstAnswerCounts() async throws {

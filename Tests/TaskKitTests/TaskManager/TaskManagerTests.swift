@@ -286,7 +286,7 @@ import TaskKitTestSupport
         await gate.waitForArrivals(1)
         waiter.cancel()
         // The caller gets Swift's error for a cancelled caller; the task saw TaskError.cancelled.
-        await #expect(throws: CancellationError.self) { try await waiter.value }
+        await #expect(throws: CancellationError.self) { try await waiter.boundedValue() }
         #expect(task.cancellations.all == ["cancelled"])
         gate.open()
     }
@@ -298,7 +298,7 @@ import TaskKitTestSupport
             withUnsafeCurrentTask { $0?.cancel() }
             return try await manager.value(of: task)
         }
-        await #expect(throws: CancellationError.self) { try await waiter.value }
+        await #expect(throws: CancellationError.self) { try await waiter.boundedValue() }
         #expect(task.executions.count == 0)
     }
 
@@ -390,7 +390,7 @@ import TaskKitTestSupport
         #expect(manager.inspect { $0.unfinishedCount } == 1)
         // Releasing the batch finishes the last one.
         manager.add(task: TaskManagerTestTask<Int>("release") { _ in 5 }, completion: done.callback(5))
-        await waiter.value
+        try await waiter.boundedValue()
         #expect(done.count >= 3)
         #expect(tmDescribe(done.result(2)) == "success(2)")
         #expect(done.result(4) == nil)
@@ -404,7 +404,7 @@ import TaskKitTestSupport
         let waiter = Task { await manager.waitTillAllTasksFinished() }
         await eventually("waiter stored") { manager.inspect { $0.waiterCount == 1 } }
         waiter.cancel()
-        await waiter.value
+        try await waiter.boundedValue()
         #expect(manager.inspect { $0.waiterCount } == 0)
         gate.open()
         await manager.waitTillAllTasksFinished()

@@ -60,7 +60,7 @@ import TaskKitTestSupport
         #expect(model.taskStore.runningTaskCount == 0)
     }
 
-    @Test func viewTaskWithCancellableValue() async {
+    @Test func viewTaskWithCancellableValue() async throws {
         // `.task { await model.viewTask().cancellableValue }`: cancelling the awaiting task
         // cancels the store's task.
         let model = MyModel()
@@ -68,12 +68,12 @@ import TaskKitTestSupport
         let outer = Task { await view.cancellableValue }
         #expect(model.taskStore.taskIsRunning(forKey: .viewTask))
         outer.cancel()
-        await outer.value
+        try await outer.boundedValue()
         await view.value
         #expect(!model.taskStore.taskIsRunning(forKey: .viewTask))
     }
 
-    @Test func duplicateKeyBehaviours() async {
+    @Test func duplicateKeyBehaviours() async throws {
         let store = TaskStore<String>()
         let log = Recorder()
         let gate = TestGate()
@@ -86,7 +86,7 @@ import TaskKitTestSupport
         store.addTask(forKey: "log", duplicateKeyBehavior: .runConcurrently) { await gate.wait() }
         #expect(store.runningTaskKeys.isSuperset(of: ["save", "log"]))
         gate.open()
-        await kept.value
+        try await kept.boundedValue()
         await store.currentTask(forKey: "log")?.value
         await log.waitForEvents(count: 4)
         #expect(Set(log.events) == ["first save", "second save", "stale search true", "search"])
@@ -96,7 +96,7 @@ import TaskKitTestSupport
         #expect(TaskStoreDuplicateKeyBehavior.wait.cancelPrevious == false)
     }
 
-    @Test func runningTaskCountAndKeys() async {
+    @Test func runningTaskCountAndKeys() async throws {
         let store = TaskStore<Int>()
         let gate = TestGate()
         let a = store.addTask(forKey: 1) { await gate.wait() }
@@ -104,18 +104,18 @@ import TaskKitTestSupport
         #expect(store.runningTaskCount == 2)
         #expect(store.runningTaskKeys == [1])
         gate.open()
-        await a.value
-        await b.value
+        try await a.boundedValue()
+        try await b.boundedValue()
         #expect(store.runningTaskCount == 0)
     }
 
     @available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *)
-    @Test func addImmediateTask() async {
+    @Test func addImmediateTask() async throws {
         let store = TaskStore<Int>()
         let log = Recorder()
         let task = store.addImmediateTask(forKey: 1) { log.record("ran synchronously") }
         #expect(log.events == ["ran synchronously"])
-        await task.value
+        try await task.boundedValue()
     }
 
     @Test nonisolated func aStoreInANonisolatedContext() async {

@@ -19,7 +19,7 @@ import TaskKitTestSupport
         }
     }
 
-    @Test func cancelPreviousWithoutWaitingCancelsAndStartsImmediately() async {
+    @Test func cancelPreviousWithoutWaitingCancelsAndStartsImmediately() async throws {
         let gateA = TestGate(), gateB = TestGate()
         let a = store.addTask(forKey: "k", operation: op("A", gateA))
         await log.waitForEvents(count: 1)
@@ -28,16 +28,16 @@ import TaskKitTestSupport
         await log.waitForEvents(count: 2)
         #expect(log.events == ["A start", "B start"], "B starts while A is still running")
         gateA.open()
-        await a.value
+        try await a.boundedValue()
         #expect(store.taskIsRunning(forKey: "k"), "the finished old task must not remove the newer one")
         #expect(store.runningKeys == ["k"])
         gateB.open()
-        await b.value
+        try await b.boundedValue()
         #expect(!store.taskIsRunning(forKey: "k"))
         #expect(log.events == ["A start", "B start", "A end cancelled", "B end"])
     }
 
-    @Test func cancelPreviousAndWaitStartsOnlyAfterTheCancelledTaskFinished() async {
+    @Test func cancelPreviousAndWaitStartsOnlyAfterTheCancelledTaskFinished() async throws {
         let gateA = TestGate(), gateB = TestGate()
         let a = store.addTask(forKey: "k", operation: op("A", gateA))
         await log.waitForEvents(count: 1)
@@ -49,12 +49,12 @@ import TaskKitTestSupport
         await log.waitForEvents(count: 3)
         #expect(store.taskIsRunning(forKey: "k"))
         gateB.open()
-        await b.value
+        try await b.boundedValue()
         #expect(log.events == ["A start", "A end cancelled", "B start", "B end"])
         #expect(!store.taskIsRunning(forKey: "k"))
     }
 
-    @Test func waitLetsThePreviousTaskFinishUncancelledThenRuns() async {
+    @Test func waitLetsThePreviousTaskFinishUncancelledThenRuns() async throws {
         let gateA = TestGate(), gateB = TestGate()
         let a = store.addTask(forKey: "k", operation: op("A", gateA))
         await log.waitForEvents(count: 1)
@@ -63,15 +63,15 @@ import TaskKitTestSupport
         await yieldALot()
         #expect(log.events == ["A start"])
         gateA.open()
-        await a.value
+        try await a.boundedValue()
         #expect(store.taskIsRunning(forKey: "k"))
         gateB.open()
-        await b.value
+        try await b.boundedValue()
         #expect(log.events == ["A start", "A end", "B start", "B end"])
         #expect(!store.taskIsRunning(forKey: "k"))
     }
 
-    @Test func runConcurrentlyRunsBothAndTracksBoth() async {
+    @Test func runConcurrentlyRunsBothAndTracksBoth() async throws {
         let gateA = TestGate(), gateB = TestGate()
         let a = store.addTask(forKey: "k", operation: op("A", gateA))
         let b = store.addTask(forKey: "k", duplicateKeyBehavior: .runConcurrently, operation: op("B", gateB))
@@ -79,15 +79,15 @@ import TaskKitTestSupport
         #expect(Set(log.events) == ["A start", "B start"])
         #expect(!a.isCancelled)
         gateB.open()
-        await b.value
+        try await b.boundedValue()
         #expect(store.taskIsRunning(forKey: "k"), "A still runs under the key")
         gateA.open()
-        await a.value
+        try await a.boundedValue()
         #expect(!store.taskIsRunning(forKey: "k"))
         #expect(log.events.filter { $0.hasSuffix("end") }.sorted() == ["A end", "B end"])
     }
 
-    @Test func runConcurrentlyCancelTaskCancelsEveryTaskUnderTheKey() async {
+    @Test func runConcurrentlyCancelTaskCancelsEveryTaskUnderTheKey() async throws {
         let gate = TestGate()
         let tasks = (0..<5).map { i in
             store.addTask(forKey: "k", duplicateKeyBehavior: .runConcurrently) { [log] in
@@ -102,27 +102,27 @@ import TaskKitTestSupport
         #expect(!store.taskIsRunning(forKey: "k"))
         #expect(store.taskIsRunning(forKey: "other") && !other.isCancelled)
         gate.open()
-        await other.value
+        try await other.boundedValue()
     }
 
-    @Test func preferPreviousKeepsTheRunningTaskAndStartsNothing() async {
+    @Test func preferPreviousKeepsTheRunningTaskAndStartsNothing() async throws {
         let gateA = TestGate()
         let a = store.addTask(forKey: "k", operation: op("A", gateA))
         let b = store.addTask(forKey: "k", duplicateKeyBehavior: .preferPrevious, operation: op("B", TestGate()))
         #expect(a == b)
         #expect(!a.isCancelled)
         gateA.open()
-        await a.value
+        try await a.boundedValue()
         await yieldALot()
         #expect(log.events == ["A start", "A end"])
         // With nothing running, .preferPrevious starts the new work.
         let c = store.addTask(forKey: "k", duplicateKeyBehavior: .preferPrevious) { [log] in log.record("C") }
-        await c.value
+        try await c.boundedValue()
         #expect(log.events.last == "C")
     }
 
     @Test(arguments: [TaskStoreDuplicateKeyBehavior.wait, .cancelPrevious(wait: true)])
-    func cancellingTheWaitingTaskCancelsThePreviousOne(behavior: TaskStoreDuplicateKeyBehavior) async {
+    func cancellingTheWaitingTaskCancelsThePreviousOne(behavior: TaskStoreDuplicateKeyBehavior) async throws {
         let a = store.addTask(forKey: "k") { [log] in
             log.record("A start")
             await TestGate().waitOrCancel()  // ends only through cancellation
@@ -133,18 +133,18 @@ import TaskKitTestSupport
             log.record("B \(Task.isCancelled)")
         }
         b.cancel()
-        await b.value
+        try await b.boundedValue()
         #expect(a.isCancelled)
         #expect(log.events == ["A start", "A end true", "B true"])
         #expect(!store.taskIsRunning(forKey: "k"))
     }
 
-    @Test func aChainOfWaitingTasksIsCancelledThroughTheChain() async {
+    @Test func aChainOfWaitingTasksIsCancelledThroughTheChain() async throws {
         let a = store.addTask(forKey: "k") { await TestGate().waitOrCancel() }
         let b = store.addTask(forKey: "k", duplicateKeyBehavior: .wait) {}
         let c = store.addTask(forKey: "k", duplicateKeyBehavior: .wait) {}
         store.cancelTask(forKey: "k")  // only c is tracked now
-        await c.value
+        try await c.boundedValue()
         #expect(a.isCancelled && b.isCancelled && c.isCancelled)
         #expect(!store.taskIsRunning(forKey: "k"))
     }
@@ -153,13 +153,13 @@ import TaskKitTestSupport
         TaskStoreDuplicateKeyBehavior.cancelPrevious(wait: false), .cancelPrevious(wait: true), .wait,
         .runConcurrently, .preferPrevious,
     ])
-    func aCancelRightAfterAddTaskAlwaysWins(behavior: TaskStoreDuplicateKeyBehavior) async {
+    func aCancelRightAfterAddTaskAlwaysWins(behavior: TaskStoreDuplicateKeyBehavior) async throws {
         // Without a previous task.
         let first = store.addTask(forKey: "k", duplicateKeyBehavior: behavior) { [log] in
             log.record("first \(Task.isCancelled)")
         }
         store.cancelTask(forKey: "k")
-        await first.value
+        try await first.boundedValue()
         #expect(log.events == ["first true"])
         // With a previous task running, through the returned task.
         let gate = TestGate()
@@ -169,8 +169,8 @@ import TaskKitTestSupport
         }
         second.cancel()
         gate.open()
-        await previous.value
-        await second.value
+        try await previous.boundedValue()
+        try await second.boundedValue()
         if behavior.runNewTask {
             #expect(log.events == ["first true", "second true"])
         } else {
@@ -198,9 +198,9 @@ import TaskKitTestSupport
     @Test func theThrowingOverloadReturnsValuesAndErrors() async throws {
         struct Boom: Error {}
         let value = store.addTask(forKey: "v") { 42 }
-        #expect(try await value.value == 42)
+        #expect(try await value.boundedValue() == 42)
         let failing = store.addTask(forKey: "e") { () async throws -> Int in throw Boom() }
-        await #expect(throws: Boom.self) { try await failing.value }
+        await #expect(throws: Boom.self) { try await failing.boundedValue() }
         #expect(store.runningKeys.isEmpty, "a task that throws is removed like any other")
     }
 
@@ -214,19 +214,19 @@ import TaskKitTestSupport
         let kept = store.addTask(forKey: "k", duplicateKeyBehavior: .preferPrevious) { () async throws -> Int in 2 }
         #expect(kept == a)
         let b = store.addTask(forKey: "k", duplicateKeyBehavior: .cancelPrevious(wait: true)) { () async throws -> Int in 3 }
-        await #expect(throws: CancellationError.self) { try await a.value }
-        #expect(try await b.value == 3)
+        await #expect(throws: CancellationError.self) { try await a.boundedValue() }
+        #expect(try await b.boundedValue() == 3)
         #expect(!store.taskIsRunning(forKey: "k"))
     }
 
-    @Test func voidPreferPreviousOverATypedTaskReturnsAWrapperThatForwardsCancellation() async {
+    @Test func voidPreferPreviousOverATypedTaskReturnsAWrapperThatForwardsCancellation() async throws {
         let a = store.addTask(forKey: "k") { () async throws -> Int in
             await TestGate().waitOrCancel()
             return 1
         }
         let wrapper = store.addTask(forKey: "k", duplicateKeyBehavior: .preferPrevious) {}
         wrapper.cancel()
-        await wrapper.value
+        try await wrapper.boundedValue()
         #expect(a.isCancelled)
         #expect(!store.taskIsRunning(forKey: "k"))
     }

@@ -108,25 +108,25 @@ final class MyModel {
         #expect(model.doThingButtonEnabled)
     }
 
-    @Test func viewTaskCompletesWhenAwaited() async {
+    @Test func viewTaskCompletesWhenAwaited() async throws {
         let model = MyModel(clock: clock)
         // What `.task { await model.viewTask().cancellableValue }` does when the view stays.
         let view = Task { await model.viewTask().cancellableValue }
         await clock.waitForSleepers(count: 1)
         #expect(model.isLoading)
         clock.advance(by: .seconds(2))
-        await view.value
+        try await view.boundedValue()
         #expect(model.items == ["a", "b"])
         #expect(!model.isLoading)
     }
 
-    @Test func viewTaskIsCancelledWhenTheViewDisappears() async {
+    @Test func viewTaskIsCancelledWhenTheViewDisappears() async throws {
         let model = MyModel(clock: clock)
         // SwiftUI cancels the `.task` when the view disappears.
         let view = Task { await model.viewTask().cancellableValue }
         await clock.waitForSleepers(count: 1)
         view.cancel()
-        await view.value  // returns only after the stored task finished
+        try await view.boundedValue()  // returns only after the stored task finished
         #expect(!model.isLoading)
         #expect(model.items.isEmpty)
         #expect(clock.sleeperCount == 0)
@@ -135,11 +135,11 @@ final class MyModel {
 
 /// `Task.cancellableValue` on its own.
 @Suite struct CancellableValueTests {
-    @Test func aNeverFailingTaskIsCancelledWithTheAwaitingTask() async {
+    @Test func aNeverFailingTaskIsCancelledWithTheAwaitingTask() async throws {
         let inner = Task { await TestGate().waitOrCancel(); return Task.isCancelled }
         let outer = Task { await inner.cancellableValue }
         outer.cancel()
-        #expect(await outer.value == true)
+        #expect(try await outer.boundedValue() == true)
         #expect(inner.isCancelled)
     }
 
@@ -151,7 +151,7 @@ final class MyModel {
         }
         let outer = Task { try await inner.cancellableValue }
         outer.cancel()
-        await #expect(throws: CancellationError.self) { try await outer.value }
+        await #expect(throws: CancellationError.self) { try await outer.boundedValue() }
     }
 
     @Test func anAlreadyCancelledAwaiterCancelsAtOnceAndValuesPassThroughOtherwise() async throws {
@@ -161,7 +161,7 @@ final class MyModel {
             withUnsafeCurrentTask { $0?.cancel() }
             return await inner.cancellableValue
         }
-        #expect(await outer.value == true)
+        #expect(try await outer.boundedValue() == true)
         let plain = Task { () async throws -> Int in 5 }
         #expect(try await Task { try await plain.cancellableValue }.value == 5)
         #expect(await Task { await Task { 6 }.cancellableValue }.value == 6)

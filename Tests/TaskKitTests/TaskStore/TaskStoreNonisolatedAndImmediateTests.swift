@@ -32,16 +32,16 @@ extension StoreOwner {
         #expect(store.taskIsRunning(forKey: 1))
         #expect(store.runningTaskCount == 1)
         gate.open()
-        await task.value
+        try await task.boundedValue()
         #expect(!store.taskIsRunning(forKey: 1))
         #expect(store.runningKeys.isEmpty)
         #expect(store.runningTaskCount == 0)
         let value = store.addTask(forKey: 2) { () async throws -> Int in 42 }
-        #expect(try await value.value == 42)
+        #expect(try await value.boundedValue() == 42)
         #expect(store.runningTaskCount == 0)
     }
 
-    @Test func explicitNilIsolationWorksForEveryChangingCall() async {
+    @Test func explicitNilIsolationWorksForEveryChangingCall() async throws {
         let store = TaskStore<Int>()
         let log = Recorder()
         let first = store.addTask(forKey: 1, isolation: nil) {
@@ -52,14 +52,14 @@ extension StoreOwner {
         }
         let second = store.addTask(forKey: 2, isolation: nil) { await TestGate().waitOrCancel() }
         store.cancelTask(forKey: 1, isolation: nil)
-        await first.value
+        try await first.boundedValue()
         #expect(log.events == ["first cancelled: true"])
         store.cancelAllTasks(isolation: nil)
-        await second.value
+        try await second.boundedValue()
         #expect(store.runningTaskCount == 0)
     }
 
-    @Test func duplicateKeyBehavioursWorkFromNonisolatedCode() async {
+    @Test func duplicateKeyBehavioursWorkFromNonisolatedCode() async throws {
         let store = TaskStore<Int>()
         let log = Recorder()
         let gateA = TestGate()
@@ -71,16 +71,16 @@ extension StoreOwner {
         await log.waitForEvents(count: 1)
         let b = store.addTask(forKey: 1, duplicateKeyBehavior: .wait) { log.record("B") }
         let c = store.addTask(forKey: 1, duplicateKeyBehavior: .runConcurrently) { log.record("C") }
-        await c.value
+        try await c.boundedValue()
         #expect(store.runningTaskCount == 1, "B replaced A in the table (it waits for A); C finished")
         gateA.open()
-        await a.value
-        await b.value
+        try await a.boundedValue()
+        try await b.boundedValue()
         #expect(log.events == ["A start", "C", "A end", "B"])
         #expect(!store.taskIsRunning(forKey: 1))
     }
 
-    @Test func aTaskStartedFromNonisolatedCodeNotifiesObserversWhenItEnds() async {
+    @Test func aTaskStartedFromNonisolatedCodeNotifiesObserversWhenItEnds() async throws {
         let store = TaskStore<Int>()
         let gate = TestGate()
         let task = store.addTask(forKey: 1) { await gate.wait() }
@@ -92,24 +92,24 @@ extension StoreOwner {
         }
         gate.open()
         await changed.waitForEvents(count: 1)
-        await task.value
+        try await task.boundedValue()
         #expect(!store.taskIsRunning(forKey: 1))
     }
 
-    @Test func aNilIsolationCallOnTheOwningActorsExecutorIsAccepted() async {
+    @Test func aNilIsolationCallOnTheOwningActorsExecutorIsAccepted() async throws {
         let owner = StoreOwner()
         let gate = TestGate()
         let task = await owner.addThroughHelper(5, gate: gate)
         #expect(await owner.isRunning(5))
         gate.open()
-        await task.value
+        try await task.boundedValue()
         #expect(await owner.isRunning(5) == false)
         #expect(await owner.runningTaskCount == 0)
     }
 
     // MARK: runningTaskCount and currentTask(forKey:)
 
-    @Test @MainActor func runningTaskCountCountsTasksNotKeys() async {
+    @Test @MainActor func runningTaskCountCountsTasksNotKeys() async throws {
         let store = TaskStore<Int>()
         let gate = TestGate()
         let tasks = [
@@ -120,7 +120,7 @@ extension StoreOwner {
         #expect(store.runningTaskCount == 3)
         #expect(store.runningKeys.count == 2)
         gate.open()
-        for task in tasks { await task.value }
+        for task in tasks { try await task.boundedValue() }
         #expect(store.runningTaskCount == 0)
     }
 
@@ -138,9 +138,9 @@ extension StoreOwner {
         #expect(store.currentTask(forKey: "b", returning: String.self) == nil)
         let waiting = try #require(store.currentTask(forKey: "b"))
         gate.open()
-        await waiting.value
-        #expect(try await typed.value == 7)
-        await plain.value
+        try await waiting.boundedValue()
+        #expect(try await typed.boundedValue() == 7)
+        try await plain.boundedValue()
         #expect(store.currentTask(forKey: "a") == nil)
         #expect(store.currentTask(forKey: "b") == nil)
     }
@@ -152,13 +152,13 @@ extension StoreOwner {
             return Task.isCancelled
         }
         store.currentTask(forKey: 1)?.cancel()
-        #expect(try await typed.value == true)
+        #expect(try await typed.boundedValue() == true)
     }
 
     // MARK: addImmediateTask
 
     @available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *)
-    @Test @MainActor func anImmediateTaskStartsBeforeTheCallReturns() async {
+    @Test @MainActor func anImmediateTaskStartsBeforeTheCallReturns() async throws {
         let store = TaskStore<Int>()
         let log = Recorder()
         let gate = TestGate()
@@ -170,24 +170,24 @@ extension StoreOwner {
         #expect(log.events == ["started"])
         #expect(store.taskIsRunning(forKey: 1))
         gate.open()
-        await task.value
+        try await task.boundedValue()
         #expect(!store.taskIsRunning(forKey: 1))
         #expect(log.events == ["started", "ended"])
     }
 
     @available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *)
-    @Test @MainActor func anImmediateTaskThatNeverSuspendsLeavesTheKeyIdle() async {
+    @Test @MainActor func anImmediateTaskThatNeverSuspendsLeavesTheKeyIdle() async throws {
         let store = TaskStore<Int>()
         let log = Recorder()
         let task = store.addImmediateTask(forKey: 1) { log.record("ran") }
         #expect(log.events == ["ran"])
         #expect(!store.taskIsRunning(forKey: 1))
         #expect(store.runningTaskCount == 0)
-        await task.value
+        try await task.boundedValue()
     }
 
     @available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *)
-    @Test @MainActor func immediateTasksApplyTheDuplicateKeyBehaviours() async {
+    @Test @MainActor func immediateTasksApplyTheDuplicateKeyBehaviours() async throws {
         let store = TaskStore<Int>()
         let log = Recorder()
         let previous = store.addTask(forKey: 1) {
@@ -208,13 +208,13 @@ extension StoreOwner {
         let waiting = store.addImmediateTask(forKey: 1, duplicateKeyBehavior: .wait) { log.record("waited") }
         #expect(log.events == ["beside"])
         gate.open()
-        await beside.value
+        try await beside.boundedValue()
         // cancelPrevious (the default): the operation starts at once, then the previous tasks
         // are cancelled (the waiting one, and through it the first).
         let latest = store.addImmediateTask(forKey: 1) { log.record("latest") }
-        await previous.value
-        await waiting.value
-        await latest.value
+        try await previous.boundedValue()
+        try await waiting.boundedValue()
+        try await latest.boundedValue()
         #expect(log.events.first == "beside")
         #expect(log.events.contains("latest"))
         #expect(log.events.contains("previous cancelled: true"))
@@ -223,7 +223,7 @@ extension StoreOwner {
     }
 
     @available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *)
-    @Test func anImmediateTaskFromNonisolatedCodeWorks() async {
+    @Test func anImmediateTaskFromNonisolatedCodeWorks() async throws {
         let store = TaskStore<Int>()
         let log = Recorder()
         let gate = TestGate()
@@ -234,7 +234,7 @@ extension StoreOwner {
         #expect(log.events == ["started"])
         #expect(store.taskIsRunning(forKey: 1))
         gate.open()
-        await task.value
+        try await task.boundedValue()
         #expect(!store.taskIsRunning(forKey: 1))
     }
 }

@@ -17,7 +17,7 @@ import TaskKitTestSupport
         }
     }
 
-    @Test func observersAreNotifiedWhenAKeyStartsAndStopsButNotWhenItsTaskIsReplaced() async {
+    @Test func observersAreNotifiedWhenAKeyStartsAndStopsButNotWhenItsTaskIsReplaced() async throws {
         let gateA = TestGate(), gateB = TestGate()
         observeKey(1)
         let a = store.addTask(forKey: 1) { await gateA.wait() }
@@ -27,30 +27,30 @@ import TaskKitTestSupport
         let b = store.addTask(forKey: 1, duplicateKeyBehavior: .runConcurrently) { await gateB.wait() }
         #expect(changes.events.count == 1, "adding under an already running key is not a change")
         gateA.open()
-        await a.value
+        try await a.boundedValue()
         #expect(changes.events.count == 1, "the key still runs (b)")
         #expect(store.taskIsRunning(forKey: 1))
 
         gateB.open()
-        await b.value
+        try await b.boundedValue()
         #expect(changes.events.count == 2, "the key stopped")
         #expect(!store.taskIsRunning(forKey: 1))
     }
 
-    @Test func aReplacedTaskFinishingDoesNotNotify() async {
+    @Test func aReplacedTaskFinishingDoesNotNotify() async throws {
         let gateA = TestGate(), gateB = TestGate()
         let a = store.addTask(forKey: 1) { await gateA.wait() }
         let b = store.addTask(forKey: 1, duplicateKeyBehavior: .cancelPrevious(wait: false)) { await gateB.wait() }
         observeKey(1)
         gateA.open()
-        await a.value
+        try await a.boundedValue()
         #expect(changes.events.isEmpty)
         gateB.open()
-        await b.value
+        try await b.boundedValue()
         #expect(changes.events.count == 1)
     }
 
-    @Test func runningKeysIsObservable() async {
+    @Test func runningKeysIsObservable() async throws {
         withObservationTracking {
             _ = store.runningKeys
         } onChange: { [changes] in
@@ -58,7 +58,7 @@ import TaskKitTestSupport
         }
         let task = store.addTask(forKey: 7) {}
         #expect(changes.events == ["keys"])
-        await task.value
+        try await task.boundedValue()
         #expect(store.runningKeys.isEmpty)
     }
 }

@@ -34,12 +34,12 @@ actor MarkedActor {
     func whereDoesALiteralRun() async -> Bool {
         let executor = executor
         let task = store.addTask(forKey: 1) { () async throws -> Bool in executor.isCurrent }
-        return (try? await task.value) ?? false
+        return (try? await task.boundedValue()) ?? false
     }
 
     func whereDoesAConcurrentFunctionRun() async -> Bool {
         let task = store.addTask(forKey: 1) { () async throws -> Bool in await concurrentProbe() }
-        return (try? await task.value) ?? true
+        return (try? await task.boundedValue()) ?? true
     }
 }
 

@@ -33,7 +33,7 @@ import TaskKitTestSupport
 @MainActor
 @Suite struct TaskStoreReentrancyTests {
     @Test(.timeLimit(.minutes(1)))
-    func aTaskAddedFromAPreviousTasksCancellationHandlerStaysTracked() async {
+    func aTaskAddedFromAPreviousTasksCancellationHandlerStaysTracked() async throws {
         let holder = ReentrantStoreHolder()
         let started = TestGate(), release = TestGate(), reentrantRelease = TestGate()
         let first = holder.store.addTask(forKey: 1) {
@@ -52,7 +52,7 @@ import TaskKitTestSupport
         await started.wait()
         let second = holder.store.addTask(forKey: 1) {}  // cancels `first`
         release.open()
-        await first.value
+        try await first.boundedValue()
         await second.value
         #expect(holder.store.taskIsRunning(forKey: 1), "the task added from the handler still runs")
         reentrantRelease.open()
@@ -103,7 +103,7 @@ import TaskKitTestSupport
                     _ = try? await Task.sleep(for: .seconds(60))
                 }
                 _ = store.addTask(forKey: TokenKey(id: 1, token: TokenKey.Token())) {
-                    await first.value  // the replaced task (cancelled) ends first
+                    try await first.boundedValue()  // the replaced task (cancelled) ends first
                 }
             }
             await eventually("both tasks finished") {

@@ -1,4 +1,5 @@
 import Testing
+import TaskKitTestSupport
 import TaskKit
 
 /// Counts operations and, per key, how many run at the same moment.
@@ -137,11 +138,11 @@ extension StoreOwner {
     }
 
     @Test(arguments: Self.behaviours)
-    func rapidDuplicateAddsUnderOneBehaviour(behavior: TaskStoreDuplicateKeyBehavior) async {
+    func rapidDuplicateAddsUnderOneBehaviour(behavior: TaskStoreDuplicateKeyBehavior) async throws {
         for target in await Self.targets() {
             let probe = StressProbe()
             let (tasks, runningAfterAdd) = await Self.hammer(target, behaviour: { _ in behavior }, probe: probe)
-            for task in tasks { await task.value }
+            for task in tasks { try await task.boundedValue() }
             #expect(runningAfterAdd, "\(target.name): a key reads as running right after addTask")
             #expect(await target.runningKeys().isEmpty, "\(target.name): every key stops once its tasks finished")
             // Each distinct returned task ran its operation exactly once.
@@ -155,13 +156,13 @@ extension StoreOwner {
         }
     }
 
-    @Test func mixedBehavioursWithCancellations() async {
+    @Test func mixedBehavioursWithCancellations() async throws {
         for target in await Self.targets() {
             let probe = StressProbe()
             let (tasks, runningAfterAdd) = await Self.hammer(
                 target, behaviour: { Self.behaviours[$0 % Self.behaviours.count] }, cancelEvery: 7, probe: probe
             )
-            for task in tasks { await task.value }
+            for task in tasks { try await task.boundedValue() }
             #expect(runningAfterAdd, "\(target.name)")
             #expect(await target.runningKeys().isEmpty, "\(target.name)")
             #expect(probe.runs == Set(tasks).count, "\(target.name)")
