@@ -30,6 +30,9 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
     @usableFromInline
     mutating func recordHit() { hits += 1 }
 
+    @usableFromInline
+    mutating func recordMerge() { merges += 1 }
+
     /// Creates an all-zero snapshot.
     public init() {}
 

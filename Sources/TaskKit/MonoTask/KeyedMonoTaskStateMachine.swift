@@ -55,17 +55,25 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         var keepsResults: Bool { usableFor > .zero }
     }
 
+    @usableFromInline
     struct WaiterEntry {
-        var id: WaiterID
-        var waiter: Waiter
+        @usableFromInline var id: WaiterID
+        @usableFromInline var waiter: Waiter
+
+        @inlinable
+        init(id: WaiterID, waiter: Waiter) {
+            self.id = id
+            self.waiter = waiter
+        }
     }
 
+    @usableFromInline
     struct Load {
         var key: Key
         /// Waiting for the backoff delay before the next attempt.
         var inBackoff = false
         /// Served by this load's result, in registration order.
-        var waiters: [WaiterEntry]
+        @usableFromInline var waiters: [WaiterEntry]
         /// `forceUpdate` callers that arrived after this load began: served by the load that
         /// follows it. Non-`nil` means a follow-up load is requested.
         var followUp: [WaiterEntry]?
@@ -130,7 +138,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
 
     @usableFromInline let configuration: Configuration
     @usableFromInline var table: Table
-    private(set) var loads: [Generation: Load] = [:]
+    /// Written only by the machine's own methods.
+    @usableFromInline var loads: [Generation: Load] = [:]
     /// Loads in `loads` that `invalidate` detached from their entry.
     private(set) var detachedLoads = 0
     private(set) var generation: Generation = 0
@@ -196,9 +205,32 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     }
 
     /// A caller asks for the value of `key`.
-    @usableFromInline
+    ///
+    /// Inlinable for its common cases, a usable value or a load in flight to join (specialised
+    /// in the caller's module: no generic metadata lookups); the rest is ``requestLoad(key:waiter:id:forceUpdate:now:callerCancelled:)``.
+    @inlinable
     mutating func request(
         key: Key, waiter: Waiter, id: WaiterID, forceUpdate: Bool, now: Duration, callerCancelled: Bool = false
+    ) -> RequestAction {
+        if !callerCancelled, let slot = table.find(key) {
+            if !forceUpdate, let hit = cacheHit(bucket: table.bucket(of: slot), now: now) {
+                return .deliverCached(hit.value, refresh: hit.refresh)
+            }
+            let running = table[slot].load
+            if running != 0, !forceUpdate {
+                loads[running]!.waiters.append(WaiterEntry(id: id, waiter: waiter))
+                counters.recordMerge()
+                return .enqueued(startLoad: nil, released: Released())
+            }
+        }
+        return requestLoad(key: key, waiter: waiter, id: id, forceUpdate: forceUpdate, now: now, callerCancelled: callerCancelled)
+    }
+
+    /// ``request(key:waiter:id:forceUpdate:now:callerCancelled:)``'s general case: the rules in
+    /// full (a new entry, a forced call, a cancelled caller, an unusable value).
+    @usableFromInline
+    mutating func requestLoad(
+        key: Key, waiter: Waiter, id: WaiterID, forceUpdate: Bool, now: Duration, callerCancelled: Bool
     ) -> RequestAction {
         var released = Released()
         guard let slot = table.find(key) else {
