@@ -55,17 +55,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         var keepsResults: Bool { usableFor > .zero }
     }
 
-    @usableFromInline
-    struct WaiterEntry {
-        @usableFromInline var id: WaiterID
-        @usableFromInline var waiter: Waiter
-
-        @inlinable
-        init(id: WaiterID, waiter: Waiter) {
-            self.id = id
-            self.waiter = waiter
-        }
-    }
+    @usableFromInline typealias WaiterEntry = IdentifiedWaiter<Waiter>
 
     @usableFromInline
     struct Load {

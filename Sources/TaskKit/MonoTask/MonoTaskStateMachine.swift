@@ -54,17 +54,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         case backoff
     }
 
-    @usableFromInline
-    struct Entry {
-        @usableFromInline var id: WaiterID
-        @usableFromInline var waiter: Waiter
-
-        @inlinable
-        init(id: WaiterID, waiter: Waiter) {
-            self.id = id
-            self.waiter = waiter
-        }
-    }
+    @usableFromInline typealias Entry = IdentifiedWaiter<Waiter>
 
     @usableFromInline
     struct Execution {

@@ -16,6 +16,20 @@ enum MonoWaiter<Value: Sendable> {
     case callback(@Sendable (Result<Value, any Error>) -> Void)
 }
 
+/// A stored waiter of ``MonoTaskStateMachine`` or ``KeyedMonoTaskStateMachine`` with the
+/// identifier by which its caller's cancellation finds it.
+@usableFromInline
+struct IdentifiedWaiter<Waiter> {
+    @usableFromInline var id: UInt64
+    @usableFromInline var waiter: Waiter
+
+    @inlinable
+    init(id: UInt64, waiter: Waiter) {
+        self.id = id
+        self.waiter = waiter
+    }
+}
+
 extension Array {
     /// Resumes the async waiters among these with `result`, in order, and returns the callbacks
     /// of the others, in order, for the owner to call (where its rules say).
