@@ -66,7 +66,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         @usableFromInline var waiters: [WaiterEntry]
         /// `forceUpdate` callers that arrived after this load began: served by the load that
         /// follows it. Non-`nil` means a follow-up load is requested.
-        var followUp: [WaiterEntry]?
+        @usableFromInline var followUp: [WaiterEntry]?
         var schedule: RetrySchedule
         /// `false` once `invalidate` detached it: its result is delivered but not stored.
         var attached = true
@@ -196,47 +196,16 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
 
     /// A caller asks for the value of `key`.
     ///
-    /// Inlinable for its common cases, a usable value or a load in flight to join (specialised
-    /// in the caller's module: no generic metadata lookups); the rest is ``requestLoad(key:waiter:id:forceUpdate:now:callerCancelled:)``.
+    /// Inlinable, so that the common cases (a usable value, a load in flight to join) run
+    /// specialised in the caller's module, without generic metadata lookups; the two cases that
+    /// start a load are out of line.
     @inlinable
     mutating func request(
         key: Key, waiter: Waiter, id: WaiterID, forceUpdate: Bool, now: Duration, callerCancelled: Bool = false
     ) -> RequestAction {
-        if !callerCancelled, let slot = table.find(key) {
-            if !forceUpdate, let hit = cacheHit(bucket: table.bucket(of: slot), now: now) {
-                return .deliverCached(hit.value, refresh: hit.refresh)
-            }
-            let running = table[slot].load
-            if running != 0, !forceUpdate {
-                loads[running]!.waiters.append(WaiterEntry(id: id, waiter: waiter))
-                counters.recordMerge()
-                return .enqueued(startLoad: nil, released: Released())
-            }
-        }
-        return requestLoad(key: key, waiter: waiter, id: id, forceUpdate: forceUpdate, now: now, callerCancelled: callerCancelled)
-    }
-
-    /// ``request(key:waiter:id:forceUpdate:now:callerCancelled:)``'s general case: the rules in
-    /// full (a new entry, a forced call, a cancelled caller, an unusable value).
-    @usableFromInline
-    mutating func requestLoad(
-        key: Key, waiter: Waiter, id: WaiterID, forceUpdate: Bool, now: Duration, callerCancelled: Bool
-    ) -> RequestAction {
-        var released = Released()
         guard let slot = table.find(key) else {
             if callerCancelled { return .callerCancelled }
-            // A new entry: make room first (only entries without a load in flight can go).
-            while table.count >= configuration.maximumEntries,
-                let evicted = table.evictLeastRecentlyUsed(keepingHead: false)
-            {
-                released.removed.append(evicted)
-                counters.evictions += 1
-                released.evictions += 1
-            }
-            let generation = beginLoad(key: key, waiters: [WaiterEntry(id: id, waiter: waiter)])
-            _ = table.insertLoading(key, generation: generation)
-            counters.misses += 1
-            return .enqueued(startLoad: StartLoad(key: key, generation: generation), released: released)
+            return loadNewEntry(key: key, waiter: WaiterEntry(id: id, waiter: waiter))
         }
         if !forceUpdate, let hit = cacheHit(bucket: table.bucket(of: slot), now: now) {
             return .deliverCached(hit.value, refresh: hit.refresh)
@@ -250,18 +219,43 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             } else {
                 loads[running]!.waiters.append(WaiterEntry(id: id, waiter: waiter))
             }
-            counters.merges += 1
-            return .enqueued(startLoad: nil, released: released)
+            counters.recordMerge()
+            return .enqueued(startLoad: nil, released: Released())
         }
-        // An idle entry whose value is unusable, or a forced call: load now. A forced load keeps
-        // a usable value for the callers that are not forced; an unusable one is dropped.
+        return reload(slot: slot, key: key, waiter: WaiterEntry(id: id, waiter: waiter), now: now)
+    }
+
+    /// ``request(key:waiter:id:forceUpdate:now:callerCancelled:)`` for a key without an entry:
+    /// makes room (only entries without a load in flight can go), then starts its load.
+    @usableFromInline
+    mutating func loadNewEntry(key: Key, waiter: WaiterEntry) -> RequestAction {
+        var released = Released()
+        while table.count >= configuration.maximumEntries,
+            let evicted = table.evictLeastRecentlyUsed(keepingHead: false)
+        {
+            released.removed.append(evicted)
+            counters.evictions += 1
+            released.evictions += 1
+        }
+        let generation = beginLoad(key: key, waiters: [waiter])
+        _ = table.insertLoading(key, generation: generation)
+        counters.misses += 1
+        return .enqueued(startLoad: StartLoad(key: key, generation: generation), released: released)
+    }
+
+    /// ``request(key:waiter:id:forceUpdate:now:callerCancelled:)`` for an idle entry whose value
+    /// is unusable, or a forced call: loads now. A forced load keeps a usable value for the
+    /// callers that are not forced; an unusable one is dropped.
+    @usableFromInline
+    mutating func reload(slot: Int32, key: Key, waiter: WaiterEntry, now: Duration) -> RequestAction {
+        var released = Released()
         let node = table[slot]
         if let value = node.value, freshness(storedAt: node.storedAt, now: now) == .unusable {
             released.values.append(value)
             table[slot].value = nil
             table.setCost(slot, 0)
         }
-        let generation = beginLoad(key: key, waiters: [WaiterEntry(id: id, waiter: waiter)])
+        let generation = beginLoad(key: key, waiters: [waiter])
         table.beginLoad(slot, generation: generation)
         counters.misses += 1
         return .enqueued(startLoad: StartLoad(key: key, generation: generation), released: released)
