@@ -41,6 +41,7 @@ class AnyTaskBox: @unchecked Sendable {
     /// and leaves the cancelling to the writer, which then fails its final compare-and-exchange
     /// to `published` and cancels its own job. So the variable is never read and written at
     /// the same time, and the job of a cancelled execution is always cancelled.
+    @usableFromInline
     final func publishExecution(_ job: Task<Void, Never>) {
         if executionState.load(ordering: .acquiring) == Self.published {
             guard executionState.compareExchange(
@@ -71,7 +72,7 @@ class AnyTaskBox: @unchecked Sendable {
     }
 
     /// The deadline the caller asked for, else the task's own (read when the box is made).
-    let effectiveTimeout: Duration?
+    @usableFromInline let effectiveTimeout: Duration?
 
     init(effectiveTimeout: Duration?) {
         self.effectiveTimeout = effectiveTimeout
@@ -122,6 +123,15 @@ enum TaskOutcome: Sendable {
     case success(any Sendable)
     case failure(any Error)
 
+    /// `result`, boxed.
+    @inlinable
+    init<Value: Sendable>(_ result: Result<Value, any Error>) {
+        switch result {
+        case .success(let value): self = .success(value)
+        case .failure(let error): self = .failure(error)
+        }
+    }
+
     var succeeded: Bool {
         if case .success = self { return true }
         return false
@@ -152,14 +162,17 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     private let awaited: Bool
     /// ``awaitValue()``'s hand-over: ``idle`` → ``waiting`` (the continuation is stored) or
     /// ``answered`` (the answer is stored); `waiting` → `answered`.
-    private let handOver = Atomic<UInt8>(0)
-    private static var idle: UInt8 { 0 }
-    private static var waiting: UInt8 { 1 }
-    private static var answered: UInt8 { 2 }
+    @usableFromInline let handOver = Atomic<UInt8>(0)
+    @usableFromInline static var idle: UInt8 { 0 }
+    @usableFromInline static var waiting: UInt8 { 1 }
+    @usableFromInline static var answered: UInt8 { 2 }
     /// Set by the first answer; later ones are ignored.
-    private let answerClaimed = Atomic<Bool>(false)
-    private var awaiter: UnsafeContinuation<TaskOutcome, Never>?
-    private var answer: TaskOutcome?
+    @usableFromInline let answerClaimed = Atomic<Bool>(false)
+    /// `@exclusivity(unchecked)`, as `answer`: the hand-over protocol (see ``awaitValue()``)
+    /// orders every access to these two fields, so no two overlap, and Swift's dynamic check
+    /// would cost about 140 instructions per access on the path of every awaited task.
+    @usableFromInline @exclusivity(unchecked) var awaiter: UnsafeContinuation<T.SuccessValue, any Error>?
+    @usableFromInline @exclusivity(unchecked) var answer: TaskOutcome?
 
     /// A box whose caller receives the outcome through `completion` (if any), on `queue` if given.
     init(task: T, timeout: Duration?, queue: DispatchQueue?, completion: Completion?) {
@@ -238,45 +251,66 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     /// Suspends until the box is answered (at once if it was); returns the value or throws the
     /// error. Called once, by the caller of a box made with ``init(awaiting:timeout:)``.
     ///
-    /// The continuation is resumed exactly once: the caller stores it, then moves ``handOver``
-    /// from `idle` to `waiting`; the first answer (the only one past ``answerClaimed``) stores
-    /// the answer, then moves `handOver` to `answered`. Whichever of the two moves comes second
-    /// resumes, and it reads the field the other wrote before its move (acquiring and releasing
-    /// ordering on both moves): the caller resumes when its move fails, the answer when it finds
-    /// `waiting`; whoever resumes moves the answer out. So each field is written before it is
-    /// read, and never accessed concurrently.
+    /// The continuation is resumed exactly once. The caller stores it, then moves ``handOver``
+    /// from `idle` to `waiting`. The first answer (the only one past ``answerClaimed``) resumes
+    /// it at once if it finds `waiting`; otherwise it stores the answer (boxed, as a
+    /// ``TaskOutcome``), then tries to move `handOver` from `idle` to `answered`. Whichever of
+    /// the two moves comes second resumes, and it reads the field the other wrote before its move
+    /// (acquiring and releasing ordering on every move and read): the caller resumes when its
+    /// move fails (moving the stored answer out), the answer when its move fails (then the caller
+    /// never reads the stored answer, which the answer clears). So each field is written before
+    /// it is read, and never accessed concurrently. The usual order (the caller waits first)
+    /// hands the typed value over without boxing it.
     @inlinable
     func awaitValue() async throws -> T.SuccessValue {
-        let outcome = await withUnsafeContinuation { (continuation: UnsafeContinuation<TaskOutcome, Never>) in
-            if let answer = install(continuation) { continuation.resume(returning: answer) }
+        try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<T.SuccessValue, any Error>) in
+            awaiter = continuation
+            let (exchanged, _) = handOver.compareExchange(
+                expected: Self.idle, desired: Self.waiting, ordering: .acquiringAndReleasing
+            )
+            if !exchanged, let answer = answer.take() { Self.resume(continuation, with: answer) }
         }
+    }
+
+    /// Answers the caller of ``awaitValue()`` with `result`, unless it was answered already.
+    /// Specialised in the caller's module (the execution job of
+    /// ``TaskManager/value(of:after:timeout:)``'s direct lane), so a value usually reaches its
+    /// caller without boxing.
+    @inlinable
+    func answerAwaiter(with result: Result<T.SuccessValue, any Error>) {
+        if let awaiter = claimAwaiter(storing: TaskOutcome(result)) { awaiter.resume(with: result) }
+    }
+
+    /// Claims the answer (see ``awaitValue()``): returns the continuation to resume now, or `nil`
+    /// when the answer was stored for the caller (`outcome` is evaluated only then) or another
+    /// answer came first.
+    @inlinable
+    func claimAwaiter(storing outcome: @autoclosure () -> TaskOutcome) -> UnsafeContinuation<T.SuccessValue, any Error>? {
+        guard !answerClaimed.exchange(true, ordering: .relaxed) else { return nil }
+        if handOver.load(ordering: .acquiring) != Self.waiting {
+            answer = outcome()
+            let (stored, _) = handOver.compareExchange(
+                expected: Self.idle, desired: Self.answered, ordering: .acquiringAndReleasing
+            )
+            if stored { return nil }
+            answer = nil  // the caller began waiting meanwhile: it will not read it
+        }
+        return awaiter
+    }
+
+    /// Resumes `continuation` with `outcome`, unboxing the value (a `T.SuccessValue`: only
+    /// this box makes its outcomes).
+    @inlinable
+    static func resume(_ continuation: UnsafeContinuation<T.SuccessValue, any Error>, with outcome: TaskOutcome) {
         switch outcome {
-        case .success(let value): return value as! T.SuccessValue
-        case .failure(let error): throw error
+        case .success(let value): continuation.resume(returning: value as! T.SuccessValue)
+        case .failure(let error): continuation.resume(throwing: error)
         }
     }
 
-    /// Stores `continuation` for the answer (see ``awaitValue()``); returns the answer instead
-    /// if it came first.
-    @usableFromInline
-    func install(_ continuation: UnsafeContinuation<TaskOutcome, Never>) -> TaskOutcome? {
-        awaiter = continuation
-        let (exchanged, _) = handOver.compareExchange(
-            expected: Self.idle, desired: Self.waiting, ordering: .acquiringAndReleasing
-        )
-        return exchanged ? nil : answer.take()
-    }
-
-    private func answer(_ outcome: consuming TaskOutcome, then returned: @escaping @Sendable () -> Void) {
+    private func answer(_ outcome: TaskOutcome, then returned: @escaping @Sendable () -> Void) {
         if awaited {
-            if !answerClaimed.exchange(true, ordering: .relaxed) {
-                answer = consume outcome
-                if handOver.exchange(Self.answered, ordering: .acquiringAndReleasing) == Self.waiting,
-                    let awaiter, let answer = answer.take()
-                {
-                    awaiter.resume(returning: answer)
-                }
-            }
+            if let awaiter = claimAwaiter(storing: outcome) { Self.resume(awaiter, with: outcome) }
             return returned()
         }
         complete(with: outcome, then: returned)

@@ -137,6 +137,9 @@ public final class TaskManager: Sendable {
         Self.checkTiming(after: after, timeout: timeout, in: "value(of:)")
         // The caller awaits the box itself: no completion closure, no separate one-shot.
         let box = TaskBox(awaiting: task, timeout: timeout)
+        if after == nil, box.effectiveTimeout == nil, !Task.isCancelled, let id = storage.addExecuting(box) {
+            return try await directValue(of: task, box: box, id: id)
+        }
         // A caller that is cancelled already adds the task unstarted: the cancellation handler
         // runs at once and ends it before it can start. Any other caller adds it started, in one
         // lock round trip; a cancellation that comes later cancels it wherever it is.
@@ -148,6 +151,36 @@ public final class TaskManager: Sendable {
                 return try await box.awaitValue()
             } onCancel: {
                 handle.cancel()
+            }
+        } catch TaskError.cancelled where Task.isCancelled {
+            throw CancellationError()  // the caller was cancelled: Swift's error for that
+        }
+    }
+
+    /// The rest of ``value(of:after:timeout:)`` for a task the manager registered as executing
+    /// (``TaskManagerStorage/addExecuting(_:)``): the execution job is spawned here, specialised
+    /// for `T`, and answers the caller with the typed result, with no action lists between.
+    /// Ends as the general way does: a cancellation reaches the task through the manager.
+    @inlinable
+    func directValue<T: ManagedTask>(of task: T, box: TaskBox<T>, id: Int) async throws -> T.SuccessValue {
+        let storage = self.storage
+        box.publishExecution(Task {
+            let result: Result<T.SuccessValue, any Error>
+            do {
+                result = .success(try await task.execute())
+            } catch {
+                result = .failure(error)
+            }
+            if storage.directExecutionEnded(id: id) {
+                box.answerAwaiter(with: result)
+                storage.deliveryReturned()
+            }
+        })
+        do {
+            return try await withTaskCancellationHandler {
+                try await box.awaitValue()
+            } onCancel: {
+                storage.cancel(id)
             }
         } catch TaskError.cancelled where Task.isCancelled {
             throw CancellationError()  // the caller was cancelled: Swift's error for that

@@ -295,6 +295,41 @@ struct TaskManagerStateMachine<Payload, Job> {
         return (id, actions)
     }
 
+    /// Registers a task and makes it execute at once, as ``add(payload:startImmediately:delay:timeout:)``
+    /// would for a started task with no delay and no deadline, when nothing stands between its
+    /// start and its execution: the manager has no interceptors and no reactors, no reaction
+    /// suspends the queue, and a slot is free. Returns its identifier, its execution being attempt
+    /// 1 (the owner spawns it and reports it with ``directExecutionFinished(id:)``), or `nil`
+    /// (nothing changed) when the task must take the general way.
+    mutating func addExecuting(payload: Payload) -> Int? {
+        // With no interceptor the interception queue is always empty, and with a free slot and
+        // no suspension the ready queue is empty after every event: nobody is overtaken.
+        guard interceptorCount == 0, reactorConfigurations.isEmpty, suspensions == 0,
+            runningCount < maximumRunning
+        else { return nil }
+        let id = entries.insert(Entry(payload: payload, phase: .executing, needsInterception: false, attempt: 1))
+        activeCount += 1
+        runningCount += 1
+        return id
+    }
+
+    /// The execution of a task added with ``addExecuting(payload:)`` finished. Returns whether
+    /// its owner delivers the result (as ``Action/deliver(payload:)`` would, then reports
+    /// ``deliveriesReturned(_:)``); `false` when the report is stale (the task ended meanwhile).
+    /// The other actions are the ones ``executionFinished(id:attempt:reactable:)`` would return
+    /// with the delivery left out.
+    mutating func directExecutionFinished(id: Int) -> (deliver: Bool, actions: ActionList) {
+        let executing = entries.update(id) { $0.phase == .executing && $0.attempt == 1 }
+        guard executing == true, let entry = entries.remove(id) else { return (false, []) }
+        runningCount -= 1
+        var actions = ActionList()
+        if let timer = entry.deadlineTimer { actions.append(.cancel(timer)) }
+        deliveriesInFlight += 1
+        taskEnded(into: &actions)
+        pump(into: &actions)
+        return (true, actions)
+    }
+
     /// Starts a task added with `startImmediately: false`. Harmless in any other state.
     mutating func start(id: Int) -> ActionList {
         var actions = ActionList()

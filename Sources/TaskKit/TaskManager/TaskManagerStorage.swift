@@ -34,6 +34,8 @@ final class TaskManagerStorage: Sendable {
     let metrics: TaskManagerMetrics?
     /// The tracing seam, with a `tracing:` other than `.none`; `nil` (no span, no context) without.
     let tracer: (any TaskTracer)?
+    /// Whether ``addExecuting(_:)`` may take a task: no interceptors, reactors, tracer or metrics.
+    private let directLane: Bool
 
     init(
         interceptors: [any Interceptor], reactors: [any Reactor], maxConcurrentTasks: Int?,
@@ -42,6 +44,7 @@ final class TaskManagerStorage: Sendable {
     ) {
         self.metrics = metrics
         self.tracer = tracer
+        self.directLane = interceptors.isEmpty && reactors.isEmpty && metrics == nil && tracer == nil
         self.interceptors = interceptors
         self.reactors = reactors
         let configurations = reactors.map(\.configuration)
@@ -75,10 +78,37 @@ final class TaskManagerStorage: Sendable {
         return TaskHandle(identifier: id, storage: self)
     }
 
+    /// Registers `box` as executing at once, for a caller that spawns and reports the execution
+    /// itself (``TaskManager/value(of:after:timeout:)``'s direct lane): possible when the manager
+    /// has no interceptors, reactors, tracer or metrics and a slot is free (see
+    /// ``TaskManagerStateMachine/addExecuting(payload:)``). Returns the task's identifier, or `nil`
+    /// when the task must be added with ``add(_:startImmediately:delay:)`` instead (nothing was
+    /// registered).
+    @usableFromInline
+    func addExecuting(_ box: AnyTaskBox) -> Int? {
+        guard directLane else { return nil }
+        let id = state.withLock { state -> Int? in
+            state.shuttingDown ? nil : state.machine.addExecuting(payload: box)
+        }
+        if let id { logger.trace("task added", metadata: ["task": "\(id)"]) }
+        return id
+    }
+
+    /// The execution of a task added with ``addExecuting(_:)`` ended; returns whether its caller
+    /// is to be answered with its result (then call ``deliveryReturned()`` once it is), `false`
+    /// when the task ended otherwise meanwhile (the result is dropped).
+    @usableFromInline
+    func directExecutionEnded(id: Int) -> Bool {
+        let (deliver, actions) = state.withLock { $0.machine.directExecutionFinished(id: id) }
+        if !actions.isEmpty { perform(actions) }
+        return deliver
+    }
+
     func start(_ id: Int) {
         perform(state.withLock { $0.machine.start(id: id) })
     }
 
+    @usableFromInline
     func cancel(_ id: Int) {
         perform(state.withLock { $0.machine.cancel(id: id) })
     }
@@ -125,7 +155,8 @@ final class TaskManagerStorage: Sendable {
     /// stored: then the machine is told under the lock, so that the waiter resumes after the last
     /// completion. (Sequentially consistent: this increment then flag read, against the
     /// waiter's flag write then count read, cannot both miss each other.)
-    private func deliveryReturned() {
+    @usableFromInline
+    func deliveryReturned() {
         returnedDeliveries.add(1, ordering: .sequentiallyConsistent)
         guard waiterMayBeStored.load(ordering: .sequentiallyConsistent) else { return }
         perform(state.withLock { state -> Machine.ActionList in
