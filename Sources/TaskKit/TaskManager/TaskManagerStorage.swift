@@ -81,16 +81,18 @@ final class TaskManagerStorage: Sendable {
     /// Registers `box` as executing at once, for a caller that spawns and reports the execution
     /// itself (``TaskManager/value(of:after:timeout:)``'s direct lane): possible when the manager
     /// has no interceptors, reactors, tracer or metrics and a slot is free (see
-    /// ``TaskManagerStateMachine/addExecuting(payload:)``). Returns the task's identifier, or `nil`
-    /// when the task must be added with ``add(_:startImmediately:delay:)`` instead (nothing was
-    /// registered).
+    /// ``TaskManagerStateMachine/addExecuting(payload:timeout:)``). Returns the task's
+    /// identifier, or `nil` when the task must be added with ``add(_:startImmediately:delay:)``
+    /// instead (nothing was registered).
     @usableFromInline
     func addExecuting(_ box: AnyTaskBox) -> Int? {
         guard directLane else { return nil }
-        let id = state.withLock { state -> Int? in
-            state.shuttingDown ? nil : state.machine.addExecuting(payload: box)
-        }
-        if let id { logger.trace("task added", metadata: ["task": "\(id)"]) }
+        let timeout = box.effectiveTimeout
+        guard let (id, deadline) = state.withLock({ state -> (Int, Duration?)? in
+            state.shuttingDown ? nil : state.machine.addExecuting(payload: box, timeout: timeout)
+        }) else { return nil }
+        logger.trace("task added", metadata: ["task": "\(id)"])
+        if let deadline { perform([.startTimer(id: id, kind: .deadline, duration: deadline)]) }
         return id
     }
 

@@ -464,6 +464,79 @@ import Testing
         #expect(h.executed(a, reactable: false) == ["deliver(a)"])
     }
 
+    // MARK: The direct lane (`value(of:)` with nothing between start and execution)
+
+    @Test func aDirectTaskIsRegisteredExecutingAndItsOwnerDeliversItsResult() throws {
+        var h = Harness()
+        let addedA = h.addExecuting("a")
+        let (a, deadline) = try #require(addedA)
+        #expect(deadline == nil)
+        #expect(h.machine.state(of: a) == .executing)
+        #expect(h.machine.runningCount == 1)
+        #expect(h.machine.unfinishedCount == 1)
+        #expect(h.machine.addWaiter(1) == false)
+        #expect(h.directExecuted(a) == (true, []))
+        #expect(h.machine.state(of: a) == .finished)
+        #expect(h.machine.runningCount == 0)
+        // The owner's delivery is waited for like a `deliver` action's.
+        #expect(h.machine.pendingDeliveries == 1)
+        #expect(h.returnAll() == ["resume([1])"])
+        #expect(h.directExecuted(a) == (false, []))
+        #expect(h.machine.isIdle)
+    }
+
+    @Test func theDirectLaneIsRefusedWhenSomethingStandsBetweenStartAndExecution() throws {
+        var intercepted = Harness(interceptors: 1)
+        #expect(intercepted.addExecuting("a") == nil)
+        var reacted = Harness(reactors: [ReactorConfiguration()])
+        #expect(reacted.addExecuting("a") == nil)
+        #expect(intercepted.machine.isIdle && reacted.machine.isIdle)
+        // No free slot: refused, nothing registered; the task queued the general way starts
+        // when the direct one ends.
+        var limited = Harness(maxConcurrentTasks: 1)
+        let addedA = limited.addExecuting("a")
+        let (a, _) = try #require(addedA)
+        #expect(limited.addExecuting("b") == nil)
+        #expect(limited.machine.unfinishedCount == 1)
+        let b = limited.add("b")
+        #expect(limited.last == [])
+        #expect(limited.directExecuted(a) == (true, ["execute(b#1)"]))
+        #expect(limited.executed(b) == ["deliver(b)"])
+        limited.returnAll()
+        #expect(limited.machine.isIdle)
+    }
+
+    @Test func aDirectTaskEndsOnceByCancelDeadlineOrShutdownAndItsLateResultIsDropped() throws {
+        var h = Harness()
+        let addedA = h.addExecuting("a", timeout: .seconds(3))
+        let (a, deadline) = try #require(addedA)
+        #expect(deadline == .seconds(3))
+        #expect(h.registerTimer(a, .deadline) == false)
+        #expect(h.cancel(a) == ["cancelExecution(a)", "cancel(deadline:a)", "terminate(a,cancelled)"])
+        #expect(h.directExecuted(a) == (false, []))
+        #expect(h.fire(a, .deadline) == [])
+
+        let addedB = h.addExecuting("b", timeout: .seconds(3))
+        let (b, _) = try #require(addedB)
+        h.registerTimer(b, .deadline)
+        #expect(h.fire(b, .deadline) == ["cancelExecution(b)", "terminate(b,timedOut)"])
+        #expect(h.directExecuted(b) == (false, []))
+
+        // A result before the deadline cancels the deadline's timer.
+        let addedC = h.addExecuting("c", timeout: .seconds(3))
+        let (c, _) = try #require(addedC)
+        h.registerTimer(c, .deadline)
+        #expect(h.directExecuted(c) == (true, ["cancel(deadline:c)"]))
+        #expect(h.fire(c, .deadline) == [])
+
+        let addedD = h.addExecuting("d")
+        let (d, _) = try #require(addedD)
+        #expect(h.render(h.machine.cancelAll()) == ["cancelExecution(d)", "terminate(d,cancelled)"])
+        #expect(h.directExecuted(d) == (false, []))
+        #expect(h.machine.runningCount == 0)
+        #expect(h.machine.unfinishedCount == 0)
+    }
+
     // MARK: Concurrency limit
 
     @Test func theConcurrencyLimitIsHonoured() {
@@ -648,6 +721,21 @@ struct TaskManagerMachineHarness {
         names[id] = name
         _ = record(actions)
         return id
+    }
+
+    /// Adds a task through the direct lane; `nil` when the machine refuses it.
+    mutating func addExecuting(_ name: String, timeout: Duration? = nil) -> (id: Int, deadline: Duration?)? {
+        guard let (id, deadline) = machine.addExecuting(payload: name, timeout: timeout) else { return nil }
+        names[id] = name
+        last = []
+        return (id, deadline)
+    }
+
+    /// Reports the end of a direct task's execution; a delivery it grants counts as outstanding.
+    mutating func directExecuted(_ id: Int) -> (deliver: Bool, actions: [String]) {
+        let (deliver, actions) = machine.directExecutionFinished(id: id)
+        if deliver { outstandingDeliveries += 1 }
+        return (deliver, record(actions))
     }
 
     @discardableResult

@@ -114,4 +114,86 @@ import TaskKitTestSupport
         #expect(manager.inspect { $0.isIdle })
         await eventually("every timer and sleeping body was cancelled") { clock.sleeperCount == 0 }
     }
+
+    /// What an awaiting caller's task does, by `index % 4`.
+    enum CallerKind: Int, CaseIterable {
+        case succeeds, fails, callerCancelled, timesOut
+    }
+
+    /// Thousands of `value(of:)` callers on a manager with no interceptors: without a limit each
+    /// takes the direct lane; with one, callers finding every slot taken go the general way, so
+    /// both lanes run side by side. Every caller gets one answer its kind allows, every ended
+    /// task is told once, and the manager ends idle.
+    @Test(arguments: [nil, 8] as [Int?])
+    func thousandsOfAwaitingCallersEachGetOneAnswer(maxConcurrentTasks: Int?) async throws {
+        let clock = ManualClock()
+        let manager = TaskManager(maxConcurrentTasks: maxConcurrentTasks, clock: clock)
+        let count = 2_000
+        let answers = TaskManagerTestCompletions<Int>()
+        let forever = Duration.seconds(1_000_000_000)
+        var callers: [(task: TaskManagerTestTask<Int>, caller: Task<Void, Never>)] = []
+        for index in 0..<count {
+            let kind = CallerKind(rawValue: index % CallerKind.allCases.count)!
+            let task = TaskManagerTestTask<Int>("\(kind)") { _ in
+                switch kind {
+                case .succeeds:
+                    await Task.yield()
+                case .fails:
+                    throw TaskManagerTestError(code: index)
+                case .callerCancelled, .timesOut:
+                    try await clock.sleep(for: forever)
+                }
+                return index
+            }
+            let caller = Task {
+                do {
+                    let value = try await manager.value(of: task, timeout: kind == .timesOut ? .seconds(1) : nil)
+                    answers.record(index, .success(value))
+                } catch {
+                    answers.record(index, .failure(error))
+                }
+            }
+            if kind == .callerCancelled {
+                // Sometimes before the caller reaches the manager, mostly after.
+                if index % 3 != 0 { await Task.yield() }
+                caller.cancel()
+            }
+            callers.append((task, caller))
+        }
+        // A deadline's timer may register its sleep after an advance: keep advancing.
+        var rounds = 0
+        while answers.count < count && rounds < 100_000 {
+            clock.advance(by: .seconds(1))
+            await Task.yield()
+            rounds += 1
+        }
+        await answers.waitFor(count)
+        for (_, caller) in callers { try await caller.boundedValue() }
+        try await Task { await manager.waitTillAllTasksFinished() }.boundedValue()
+
+        var byIndex: [Int: [Result<Int, any Error>]] = [:]
+        for (index, result) in answers.results { byIndex[index, default: []].append(result) }
+        for (index, (task, _)) in callers.enumerated() {
+            let results = byIndex[index] ?? []
+            guard results.count == 1, let result = results.first else {
+                Issue.record("caller \(index) answered \(results.count) times")
+                continue
+            }
+            let outcome: String
+            if case .failure(is CancellationError) = result { outcome = "CancellationError" } else { outcome = tmDescribe(result) }
+            let told = task.cancellations.all
+            switch CallerKind(rawValue: index % CallerKind.allCases.count)! {
+            case .succeeds:
+                #expect(outcome == "success(\(index))" && told.isEmpty, "caller \(index): \(outcome) \(told)")
+            case .fails:
+                #expect(outcome == "failure(TaskManagerTestError(code: \(index)))" && told.isEmpty, "caller \(index): \(outcome)")
+            case .callerCancelled:
+                #expect(outcome == "CancellationError" && told == ["cancelled"], "caller \(index): \(outcome) \(told)")
+            case .timesOut:
+                #expect(outcome == "timedOut" && told == ["timedOut"], "caller \(index): \(outcome) \(told)")
+            }
+        }
+        #expect(manager.inspect { $0.isIdle })
+        await eventually("every deadline timer and sleeping body was cancelled") { clock.sleeperCount == 0 }
+    }
 }

@@ -97,13 +97,45 @@ import TaskKitTestSupport
         await #expect(throws: TaskError.self) { try await ended.awaitValue() }
     }
 
-    @Test func everyAnswerRacingItsAwaitIsReceivedOnce() async throws {
+    @Test func aTypedAnswerReachesItsAwaitInEitherOrderAndOnlyTheFirstCounts() async throws {
+        let early = Self.awaitedBox(0)
+        early.answerAwaiter(with: .success(11))
+        early.terminate(with: .cancelled) {}
+        #expect(try await early.awaitValue() == 11)
+
+        let late = Self.awaitedBox(0)
+        let waiter = Task { try await late.awaitValue() }
+        try await Task.sleep(for: .milliseconds(20))
+        late.answerAwaiter(with: .failure(TaskManagerTestError(code: 4)))
+        late.answerAwaiter(with: .success(12))
+        await #expect(throws: TaskManagerTestError(code: 4)) { try await waiter.boundedValue() }
+
+        let ended = Self.awaitedBox(0)
+        ended.terminate(with: .timedOut) {}
+        ended.answerAwaiter(with: .success(13))
+        let error = await #expect(throws: TaskError.self) { try await ended.awaitValue() }
+        #expect(error.map(tmDescribe) == "timedOut")
+    }
+
+    /// `typed`: answered as the direct lane answers (``TaskBox/answerAwaiter(with:)``), else as
+    /// the general lane (``TaskBox/deliverResult(then:)``).
+    @Test(arguments: [false, true])
+    func everyAnswerRacingItsAwaitIsReceivedOnce(typed: Bool) async throws {
         let boxes = (0..<2_000).map { Self.awaitedBox($0) }
-        for box in boxes { _ = await box.run(adapters: []) }
+        if !typed {
+            for box in boxes { _ = await box.run(adapters: []) }
+        }
         let returned = LockedState(0)
         let sum = try await withThrowingTaskGroup(of: Int.self) { group in
             group.addTask {
-                for box in boxes { box.deliverResult { returned.withLock { $0 += 1 } } }
+                for (index, box) in boxes.enumerated() {
+                    if typed {
+                        box.answerAwaiter(with: .success(index))
+                        returned.withLock { $0 += 1 }
+                    } else {
+                        box.deliverResult { returned.withLock { $0 += 1 } }
+                    }
+                }
                 return 0
             }
             for box in boxes { group.addTask { try await box.awaitValue() } }
