@@ -31,6 +31,7 @@ let package = Package(
         .target(
             name: "SeedWorkloads",
             dependencies: [
+                "BenchmarkSupport",
                 .product(name: "TaskKit", package: "TaskKit"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -67,6 +68,7 @@ let package = Package(
             name: "MonoTaskBenchmarks",
             dependencies: [
                 "BenchmarkSupport",
+                "SeedWorkloads",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "TaskKit", package: "TaskKit"),
             ],

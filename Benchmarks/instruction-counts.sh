@@ -2,7 +2,9 @@
 # Instructions per iteration, counted by callgrind (repeatable on a shared machine, unlike wall
 # time): the seed's CoFuture workload for CoFuture and its peers, TaskStore's `addTask` +
 # await against a bare `Task` with the same operation, and TaskManager's `value(of:)` round trip
-# against `addTask` + `next()` on a task group; and a MonoTask and a KeyedMonoTask cache hit.
+# against `addTask` + `next()` on a task group; a MonoTask and a KeyedMonoTask cache hit; and a
+# batch of 100 callers merged into one MonoTask execution, against the hand-written actor and
+# against the batch's floor (children waiting for one gate), per caller.
 # Usage: Benchmarks/instruction-counts.sh [ITERATIONS]   (default 10000)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -42,6 +44,20 @@ for workload in taskstore-bare taskstore taskstore-flag-bare taskstore-read \
     best=""
     for _ in 1 2 3 4 5; do
         value=$(per_iteration "$workload")
+        if [ -z "$best" ] || [ "$value" -lt "$best" ]; then best=$value; fi
+    done
+    printf '%-32s %d\n' "$workload" "$best"
+done
+# A merged batch runs 100 callers; n/100 batches, reported per caller.
+echo
+printf '%-32s %s\n' workload "instructions/caller (n/100=$((n / 100)) batches of 100, least of 3 runs)"
+batches=$(( n / 100 > 0 ? n / 100 : 1 ))
+for workload in gate-merged actor-merged monotask-merged; do
+    best=""
+    for _ in 1 2 3; do
+        base=$(count "$workload" 0)
+        total=$(count "$workload" "$batches")
+        value=$(( (total - base) / (batches * 100) ))
         if [ -z "$best" ] || [ "$value" -lt "$best" ]; then best=$value; fi
     done
     printf '%-32s %d\n' "$workload" "$best"

@@ -10,8 +10,16 @@
 //   interleaved (the side that goes first alternates), and records MonoTask's time in percent of
 //   the actor's (`ratio %`) and both per-caller times in ns. Read the ratio's median and spread:
 //   pairing cancels most of a shared machine's noise.
+// - "MonoTask / gate: 100 callers merged, paired": the same against the batch's floor, 100
+//   children that only wait for one gate (a lock and a continuation each): what any merged
+//   caller costs before the single-flight machinery (`ratio %`, "gate ns/caller").
+//
+// The batches are in `Sources/SeedWorkloads/MergedWorkloads.swift`, shared with
+// `instruction-counts.sh`.
 import Benchmark
+import Synchronization
 import BenchmarkSupport
+import SeedWorkloads
 import TaskKit
 
 let benchmarks: @Sendable () -> Void = {
@@ -89,83 +97,29 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(subjectPerCallerMetric, PairedDurations.nanoseconds(durations.subject, per: pairedRounds * callers))
         benchmark.measurement(baselinePerCallerMetric, PairedDurations.nanoseconds(durations.baseline, per: pairedRounds * callers))
     }
+
+    let gatePairedConfiguration = Benchmark.Configuration(
+        metrics: [ratioMetric, subjectPerCallerMetric, gatePerCallerMetric],
+        warmupIterations: 3,
+        scalingFactor: .one,
+        maxDuration: .seconds(10),
+        maxIterations: 200
+    )
+
+    Benchmark("MonoTask / gate: 100 callers merged, paired", configuration: gatePairedConfiguration) { benchmark in
+        let durations = await pairedDurations(
+            rounds: pairedRounds, subject: { await monoTaskMergedBatch() }, baseline: { await gateMergedBatch() }
+        )
+        benchmark.measurement(ratioMetric, durations.percent)
+        benchmark.measurement(subjectPerCallerMetric, PairedDurations.nanoseconds(durations.subject, per: pairedRounds * callers))
+        benchmark.measurement(gatePerCallerMetric, PairedDurations.nanoseconds(durations.baseline, per: pairedRounds * callers))
+    }
 }
 
 let ratioMetric = BenchmarkMetric.custom("ratio %", polarity: .prefersSmaller, useScalingFactor: false)
 let subjectPerCallerMetric = BenchmarkMetric.custom("MonoTask ns/caller", polarity: .prefersSmaller, useScalingFactor: false)
 let baselinePerCallerMetric = BenchmarkMetric.custom("actor ns/caller", polarity: .prefersSmaller, useScalingFactor: false)
+let gatePerCallerMetric = BenchmarkMetric.custom("gate ns/caller", polarity: .prefersSmaller, useScalingFactor: false)
 
 /// Batches of each side per paired sample.
 let pairedRounds = 20
-
-/// 100 callers join one MonoTask execution, which completes once all have joined.
-func monoTaskMergedBatch() async {
-    let gate = BenchGate()
-    let task = MonoTask<Int>(resultExpireDuration: 0) {
-        await gate.wait()
-        return .success(42)
-    }
-    await withTaskGroup(of: Int.self) { group in
-        for _ in 0..<callers {
-            group.addTask { (try? await task.executeThrows()) ?? -1 }
-        }
-        while task.counters.mergedCallers < callers - 1 { await Task.yield() }
-        gate.open()
-        var sum = 0
-        for await value in group { sum += value }
-        precondition(sum == 42 * callers, "every caller gets the one result")
-    }
-}
-
-/// The same with the hand-written actor.
-func actorMergedBatch() async {
-    let gate = BenchGate()
-    let cache = NaiveSingleFlight(ttl: .zero) {
-        await gate.wait()
-        return 42
-    }
-    await withTaskGroup(of: Int.self) { group in
-        for _ in 0..<callers {
-            group.addTask { (try? await cache.value()) ?? -1 }
-        }
-        while await cache.joined < callers - 1 { await Task.yield() }
-        gate.open()
-        var sum = 0
-        for await value in group { sum += value }
-        precondition(sum == 42 * callers, "every caller gets the one result")
-    }
-}
-
-let callers = 100
-
-/// The single-flight cache as commonly written by hand: an actor with the cached value and the
-/// in-flight `Task`. Correct for this workload (no cancellation, retry or cache control).
-actor NaiveSingleFlight {
-    private var cached: (value: Int, storedAt: ContinuousClock.Instant)?
-    private var inFlight: Task<Int, any Error>?
-    private let ttl: Duration
-    private let work: @Sendable () async throws -> Int
-    /// Callers that joined an in-flight task (for the benchmark's barrier).
-    private(set) var joined = 0
-
-    init(ttl: Duration, work: @escaping @Sendable () async throws -> Int) {
-        self.ttl = ttl
-        self.work = work
-    }
-
-    func value() async throws -> Int {
-        if let cached, cached.storedAt.duration(to: .now) < ttl {
-            return cached.value
-        }
-        if let inFlight {
-            joined += 1
-            return try await inFlight.value
-        }
-        let task = Task { try await work() }
-        inFlight = task
-        defer { inFlight = nil }
-        let value = try await task.value
-        cached = (value, .now)
-        return value
-    }
-}

@@ -28,6 +28,12 @@ enum TaskStoreWorkload: String, CaseIterable {
     case monoTaskHit = "monotask-hit"
     /// A `KeyedMonoTask` cache hit (`value(for:)`, 1,000 keys in order).
     case keyedMonoTaskHit = "keyedmonotask-hit"
+    /// A batch of 100 callers merged into one `MonoTask` execution (issue 20's merge).
+    case monoTaskMerged = "monotask-merged"
+    /// The same batch on the hand-written actor holding a `Task`.
+    case actorMerged = "actor-merged"
+    /// The floor of a batch: 100 task-group children waiting for one gate.
+    case gateMerged = "gate-merged"
 
     /// Runs the workload `n` times.
     func run(_ n: Int) async {
@@ -54,6 +60,12 @@ enum TaskStoreWorkload: String, CaseIterable {
         case .monoTaskHit:
             let sum = await monoTaskHits(n)
             precondition(sum == n, "every hit returned the cached value")
+        case .monoTaskMerged:
+            for _ in 0..<n { await monoTaskMergedBatch() }
+        case .actorMerged:
+            for _ in 0..<n { await actorMergedBatch() }
+        case .gateMerged:
+            for _ in 0..<n { await gateMergedBatch() }
         case .keyedMonoTaskHit:
             let sum = await keyedMonoTaskHits(n)
             precondition(sum == n, "every hit returned the cached value")
