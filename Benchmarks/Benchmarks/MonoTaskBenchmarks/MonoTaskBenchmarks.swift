@@ -81,38 +81,31 @@ let benchmarks: @Sendable () -> Void = {
 
     // MARK: The same, paired in one sample
 
-    let pairedConfiguration = Benchmark.Configuration(
-        metrics: [ratioMetric, subjectPerCallerMetric, baselinePerCallerMetric],
-        warmupIterations: 3,
-        scalingFactor: .one,
-        maxDuration: .seconds(10),
-        maxIterations: 200
-    )
-
-    Benchmark("MonoTask / actor+Task: 100 callers merged, paired", configuration: pairedConfiguration) { benchmark in
-        let durations = await pairedDurations(
-            rounds: pairedRounds, subject: { await monoTaskMergedBatch() }, baseline: { await actorMergedBatch() }
-        )
-        benchmark.measurement(ratioMetric, durations.percent)
-        benchmark.measurement(subjectPerCallerMetric, PairedDurations.nanoseconds(durations.subject, per: pairedRounds * callers))
-        benchmark.measurement(baselinePerCallerMetric, PairedDurations.nanoseconds(durations.baseline, per: pairedRounds * callers))
+    pairedMergedBenchmark("MonoTask / actor+Task: 100 callers merged, paired", baselineMetric: baselinePerCallerMetric) {
+        await actorMergedBatch()
     }
+    pairedMergedBenchmark("MonoTask / gate: 100 callers merged, paired", baselineMetric: gatePerCallerMetric) {
+        await gateMergedBatch()
+    }
+}
 
-    let gatePairedConfiguration = Benchmark.Configuration(
-        metrics: [ratioMetric, subjectPerCallerMetric, gatePerCallerMetric],
+/// Registers a benchmark whose samples interleave `pairedRounds` MonoTask batches with as many
+/// `baseline` batches and record the ratio and both per-caller times.
+func pairedMergedBenchmark(
+    _ name: String, baselineMetric: BenchmarkMetric, baseline: @escaping @Sendable () async -> Void
+) {
+    let configuration = Benchmark.Configuration(
+        metrics: [ratioMetric, subjectPerCallerMetric, baselineMetric],
         warmupIterations: 3,
         scalingFactor: .one,
         maxDuration: .seconds(10),
         maxIterations: 200
     )
-
-    Benchmark("MonoTask / gate: 100 callers merged, paired", configuration: gatePairedConfiguration) { benchmark in
-        let durations = await pairedDurations(
-            rounds: pairedRounds, subject: { await monoTaskMergedBatch() }, baseline: { await gateMergedBatch() }
-        )
+    Benchmark(name, configuration: configuration) { benchmark in
+        let durations = await pairedDurations(rounds: pairedRounds, subject: { await monoTaskMergedBatch() }, baseline: baseline)
         benchmark.measurement(ratioMetric, durations.percent)
         benchmark.measurement(subjectPerCallerMetric, PairedDurations.nanoseconds(durations.subject, per: pairedRounds * callers))
-        benchmark.measurement(gatePerCallerMetric, PairedDurations.nanoseconds(durations.baseline, per: pairedRounds * callers))
+        benchmark.measurement(baselineMetric, PairedDurations.nanoseconds(durations.baseline, per: pairedRounds * callers))
     }
 }
 
