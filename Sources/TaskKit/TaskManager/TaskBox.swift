@@ -12,9 +12,12 @@ import Synchronization
 /// by a lock acquisition. A termination that arrives during interception is deferred by the
 /// state machine until the interceptors are done, so `didCancel` never reads `task` while an
 /// interceptor writes it. A stale execution (cancelled or timed out) may still write `outcome`
-/// after its task ended, but nobody reads the outcome of an ended task. `executionJob` follows
-/// its own protocol, described at ``publishExecution(_:)``. `context` is written once, before the
-/// box is shared. Everything else is `let` or atomic.
+/// after its task ended, but nobody reads the outcome of an ended task. A job of
+/// ``TaskManager/value(of:after:timeout:)``'s direct lane writes neither: it hands its result to
+/// the caller through the awaited hand-over (`awaiter` and `answer` in the subclass, with their
+/// own protocol, described at ``TaskBox/awaitValue()``) once the machine granted the delivery.
+/// `executionJob` follows its own protocol, described at ``publishExecution(_:)``. `context` is
+/// written once, before the box is shared. Everything else is `let` or atomic.
 @usableFromInline
 class AnyTaskBox: @unchecked Sendable {
     /// `none` → `published` (a job is stored in `executionJob`) → `none` (retired before the
@@ -72,7 +75,7 @@ class AnyTaskBox: @unchecked Sendable {
     }
 
     /// The deadline the caller asked for, else the task's own (read when the box is made).
-    @usableFromInline let effectiveTimeout: Duration?
+    let effectiveTimeout: Duration?
 
     init(effectiveTimeout: Duration?) {
         self.effectiveTimeout = effectiveTimeout

@@ -137,7 +137,7 @@ public final class TaskManager: Sendable {
         Self.checkTiming(after: after, timeout: timeout, in: "value(of:)")
         // The caller awaits the box itself: no completion closure, no separate one-shot.
         let box = TaskBox(awaiting: task, timeout: timeout)
-        if after == nil, !Task.isCancelled, let id = storage.addExecuting(box) {
+        if (after ?? .zero) == .zero, !Task.isCancelled, let id = storage.addExecuting(box) {
             return try await directValue(of: task, box: box, id: id)
         }
         // A caller that is cancelled already adds the task unstarted: the cancellation handler
