@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Instructions per iteration, counted by callgrind (repeatable on a shared machine, unlike wall
-# time): the seed's CoFuture workload for CoFuture and its peers, TaskStore's `addTask` +
-# await against a bare `Task` with the same operation, and TaskManager's `value(of:)` round trip
-# against `addTask` + `next()` on a task group; a MonoTask and a KeyedMonoTask cache hit; and a
-# batch of 100 callers merged into one MonoTask execution, against the hand-written actor and
-# against the batch's floor (children waiting for one gate), per caller.
+# time): the seed's CoFuture workload for CoFuture and its peers; TaskStore's `addTask` + await
+# against a bare `Task` with the same operation; TaskManager's `value(of:)` round trip against
+# `addTask` + `next()` on a task group, and `add(task:completion:)` through one pass-through
+# interceptor against `addTask` on a task group (all tasks at once, per task); a MonoTask and a
+# KeyedMonoTask cache hit; and a batch of 100 callers merged into one MonoTask execution, against
+# the hand-written actor and the batch's floor (children waiting for one gate), per caller.
 # Usage: Benchmarks/instruction-counts.sh [ITERATIONS]   (default 10000)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -40,7 +41,8 @@ echo
 printf '%-32s %s\n' workload "instructions/round trip (n=$n, least of 5 runs)"
 for workload in taskstore-bare taskstore taskstore-flag-bare taskstore-read \
     taskstore-concurrent-bare taskstore-concurrent taskstore-actor-bare taskstore-actor \
-    taskgroup-roundtrip taskmanager-value monotask-hit keyedmonotask-hit; do
+    taskgroup-roundtrip taskmanager-value taskgroup-throughput taskmanager-throughput \
+    monotask-hit keyedmonotask-hit; do
     best=""
     for _ in 1 2 3 4 5; do
         value=$(per_iteration "$workload")

@@ -24,6 +24,11 @@ enum TaskStoreWorkload: String, CaseIterable {
     case managerRoundTrip = "taskmanager-value"
     /// Its hand-written alternative: `addTask` + `next()` on one task group.
     case taskGroupRoundTrip = "taskgroup-roundtrip"
+    /// `TaskManager.add(task:completion:)` through one pass-through interceptor, all at once,
+    /// then waited for (issue 20's throughput).
+    case managerThroughput = "taskmanager-throughput"
+    /// Its hand-written alternative: as many tasks on one task group.
+    case taskGroupThroughput = "taskgroup-throughput"
     /// A `MonoTask` cache hit (`asyncExecute()`, result never expires).
     case monoTaskHit = "monotask-hit"
     /// A `KeyedMonoTask` cache hit (`value(for:)`, 1,000 keys in order).
@@ -60,6 +65,12 @@ enum TaskStoreWorkload: String, CaseIterable {
         case .monoTaskHit:
             let sum = await monoTaskHits(n)
             precondition(sum == n, "every hit returned the cached value")
+        case .managerThroughput:
+            let sum = await SeedWorkloads.managerThroughput(n)
+            precondition(sum == n * (n - 1) / 2, "every task ran once")
+        case .taskGroupThroughput:
+            let sum = await SeedWorkloads.taskGroupThroughput(n)
+            precondition(sum == n * (n - 1) / 2, "every task ran once")
         case .monoTaskMerged:
             for _ in 0..<n { await monoTaskMergedBatch() }
         case .actorMerged:

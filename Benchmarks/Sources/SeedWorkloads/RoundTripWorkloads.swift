@@ -1,3 +1,4 @@
+import Synchronization
 import TaskKit
 
 /// A managed task that returns its number (the round-trip workloads' task).
@@ -27,4 +28,43 @@ public func taskGroupRoundTrips(_ n: Int) async -> Int {
         }
         return sum
     }
+}
+
+/// An interceptor that lets every task through unchanged.
+struct PassThroughInterceptor: Interceptor {
+    func intercept<T: ManagedTask>(task: inout T, currentBatchCount: Int) -> InterceptCommand { .execute }
+}
+
+/// `n` tasks added at once through one pass-through interceptor, each with a completion, then
+/// waited for (the throughput benchmark's shape); returns the sum.
+public func managerThroughput(_ n: Int) async -> Int {
+    let manager = TaskManager(interceptors: [PassThroughInterceptor()])
+    let sum = RoundTripSum()
+    for index in 0..<n {
+        manager.add(task: RoundTripTask(index)) { result in
+            if case .success(let value) = result { sum.add(value) }
+        }
+    }
+    await manager.waitTillAllTasksFinished()
+    return sum.total
+}
+
+/// `n` tasks added at once to one task group (the throughput benchmark's baseline); returns the sum.
+public func taskGroupThroughput(_ n: Int) async -> Int {
+    await withTaskGroup(of: Int.self) { group in
+        for index in 0..<n {
+            let task = RoundTripTask(index)
+            group.addTask { (try? await task.execute()) ?? 0 }
+        }
+        var sum = 0
+        for await value in group { sum += value }
+        return sum
+    }
+}
+
+/// A sum updated from completions.
+final class RoundTripSum: Sendable {
+    private let state = Mutex(0)
+    func add(_ value: Int) { state.withLock { $0 += value } }
+    var total: Int { state.withLock { $0 } }
 }
