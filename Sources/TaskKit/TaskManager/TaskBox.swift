@@ -142,6 +142,7 @@ enum TaskOutcome: Sendable {
 
     /// The outcome as the caller's `Result`. The value is a `Value`: only ``TaskBox`` makes
     /// outcomes, from its task's `SuccessValue`.
+    @inlinable
     func result<Value: Sendable>(as type: Value.Type) -> Result<Value, any Error> {
         switch self {
         case .success(let value): return .success(value as! Value)
@@ -154,12 +155,19 @@ enum TaskOutcome: Sendable {
 final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     // See AnyTaskBox for why `task` and `outcome` are safe, and ``awaitValue()`` for `awaiter`
     // and `answer`.
-    typealias Completion = @Sendable (Result<T.SuccessValue, any Error>) -> Void
+    @usableFromInline typealias Completion = @Sendable (Result<T.SuccessValue, any Error>) -> Void
+    /// Calls a completion with an outcome, as the caller's `Result`. Made by the caller's code
+    /// (specialised for `T`, where a closure that captures nothing allocates nothing), so that the
+    /// box, only ever run unspecialised, does not look up the metadata of
+    /// `Result<T.SuccessValue, any Error>` for every delivery.
+    @usableFromInline typealias Delivery = @Sendable (Completion, TaskOutcome) -> Void
 
     private var task: T
     /// The latest execution's outcome.
     private var outcome: TaskOutcome?
     private let completion: Completion?
+    /// Set with `completion`; see ``Delivery``.
+    private let delivery: Delivery?
     private let queue: DispatchQueue?
     /// Whether the caller awaits the outcome through ``awaitValue()`` instead of a completion.
     private let awaited: Bool
@@ -177,11 +185,14 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     @usableFromInline @exclusivity(unchecked) var awaiter: UnsafeContinuation<T.SuccessValue, any Error>?
     @usableFromInline @exclusivity(unchecked) var answer: TaskOutcome?
 
-    /// A box whose caller receives the outcome through `completion` (if any), on `queue` if given.
-    init(task: T, timeout: Duration?, queue: DispatchQueue?, completion: Completion?) {
+    /// A box whose caller receives the outcome through `completion` (if any), on `queue` if given,
+    /// called by `delivery`.
+    @usableFromInline
+    init(task: T, timeout: Duration?, queue: DispatchQueue?, completion: Completion?, delivery: @escaping Delivery) {
         self.task = task
         self.queue = queue
         self.completion = completion
+        self.delivery = delivery
         self.awaited = false
         super.init(effectiveTimeout: timeout ?? task.timeout)
     }
@@ -192,6 +203,7 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
         self.task = task
         self.queue = nil
         self.completion = nil
+        self.delivery = nil
         self.awaited = true
         super.init(effectiveTimeout: timeout ?? task.timeout)
     }
@@ -319,18 +331,16 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
         complete(with: outcome, then: returned)
     }
 
-    /// Calls the completion, if any, with `outcome`. Apart from ``answer(_:then:)``, whose
-    /// awaited branch then needs no `Result` metadata.
+    /// Calls the completion, if any, with `outcome`, through ``delivery``.
     private func complete(with outcome: TaskOutcome, then returned: @escaping @Sendable () -> Void) {
-        guard let completion else { return returned() }
-        let result = outcome.result(as: T.SuccessValue.self)
+        guard let completion, let delivery else { return returned() }
         if let queue {
             queue.async {
-                completion(result)
+                delivery(completion, outcome)
                 returned()
             }
         } else {
-            completion(result)
+            delivery(completion, outcome)
             returned()
         }
     }

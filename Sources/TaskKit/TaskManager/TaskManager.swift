@@ -106,6 +106,7 @@ public final class TaskManager: Sendable {
     ///     finished the task.
     ///   - completion: receives the task's result or error, exactly once.
     /// - Precondition: `after` is not negative; `timeout`, when given, is greater than zero.
+    @inlinable
     @discardableResult
     public func add<T: ManagedTask>(
         task: T,
@@ -116,7 +117,9 @@ public final class TaskManager: Sendable {
         completion: (@Sendable (Result<T.SuccessValue, any Error>) -> Void)? = nil
     ) -> TaskHandle {
         Self.checkTiming(after: after, timeout: timeout, in: "add")
-        let box = TaskBox(task: task, timeout: timeout, queue: completeOn, completion: completion)
+        let box = TaskBox(task: task, timeout: timeout, queue: completeOn, completion: completion) {
+            completion, outcome in completion(outcome.result(as: T.SuccessValue.self))
+        }
         return storage.add(box, startImmediately: startImmediately, delay: after)
     }
 
@@ -196,6 +199,7 @@ public final class TaskManager: Sendable {
     /// - Parameters: as for ``add(task:startImmediately:after:timeout:completeOn:completion:)``;
     ///   `execute` is the work, run each time the task executes.
     /// - Precondition: `after` is not negative; `timeout`, when given, is greater than zero.
+    @inlinable
     @discardableResult
     public func add<Value: Sendable>(
         startImmediately: Bool = true,

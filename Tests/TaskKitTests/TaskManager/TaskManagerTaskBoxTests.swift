@@ -7,7 +7,7 @@ import TaskKitTestSupport
 /// the thread that cancels it (`AnyTaskBox.publishExecution` / `cancelExecution`).
 @Suite struct TaskManagerTaskBoxTests {
     static func box() -> TaskBox<TaskManagerTestTask<Int>> {
-        TaskBox(task: TaskManagerTestTask<Int> { _ in 0 }, timeout: nil, queue: nil, completion: nil)
+        TaskBox(task: TaskManagerTestTask<Int> { _ in 0 }, timeout: nil, queue: nil, completion: nil) { _, _ in }
     }
 
     static func idleJob() -> Task<Void, Never> {
