@@ -315,19 +315,17 @@ struct TaskManagerStateMachine<Payload, Job> {
         return (id, timeout)
     }
 
-    /// The execution of a task added with ``addExecuting(payload:)`` finished. Returns whether
-    /// its owner delivers the result (as ``Action/deliver(payload:)`` would, then reports
+    /// The execution of a task added with ``addExecuting(payload:timeout:)`` finished. Returns
+    /// whether its owner delivers the result (as ``Action/deliver(payload:)`` would, then reports
     /// ``deliveriesReturned(_:)``); `false` when the report is stale (the task ended meanwhile).
     /// The other actions are the ones ``executionFinished(id:attempt:reactable:)`` would return
     /// with the delivery left out.
     mutating func directExecutionFinished(id: Int) -> (deliver: Bool, actions: ActionList) {
         let executing = entries.update(id) { $0.phase == .executing && $0.attempt == 1 }
-        guard executing == true, let entry = entries.remove(id) else { return (false, []) }
+        guard executing == true else { return (false, []) }
         runningCount -= 1
         var actions = ActionList()
-        if let timer = entry.deadlineTimer { actions.append(.cancel(timer)) }
-        deliveriesInFlight += 1
-        taskEnded(into: &actions)
+        finish(id, into: &actions, ownerDelivers: true)
         pump(into: &actions)
         return (true, actions)
     }
@@ -601,11 +599,12 @@ struct TaskManagerStateMachine<Payload, Job> {
     }
 
     /// Delivers the task's stored result and forgets it.
-    private mutating func finish(_ id: Int, into actions: inout ActionList) {
+    /// With `ownerDelivers`, the owner delivers it itself (the direct lane): no `deliver` action.
+    private mutating func finish(_ id: Int, into actions: inout ActionList, ownerDelivers: Bool = false) {
         guard let entry = entries.remove(id) else { return }
         if !reactionWaits.isEmpty { reactionWaits[id] = nil }
         if let timer = entry.deadlineTimer { actions.append(.cancel(timer)) }
-        actions.append(.deliver(payload: entry.payload))
+        if !ownerDelivers { actions.append(.deliver(payload: entry.payload)) }
         deliveriesInFlight += 1
         taskEnded(into: &actions)
     }
