@@ -106,6 +106,7 @@ final class TaskManagerStorage: Sendable {
         return deliver
     }
 
+    @usableFromInline
     func start(_ id: Int) {
         perform(state.withLock { $0.machine.start(id: id) })
     }
