@@ -26,6 +26,14 @@ import Foundation
 /// | ``truncatedURL`` | a 200 header announcing 1,000 bytes, 10 bytes of body, then the connection closes |
 /// | ``garbageURL`` | bytes that are not an HTTP response, then the connection closes |
 /// | ``misbehavingURL(_:)`` | one of the ``Misbehaviour``s: a connection closed before any reply, mid-headers or mid-body, reset, or left without a reply |
+/// | ``keepAliveURL(_:)`` `warm` | 200 with a 4-byte body; the connection stays open for the next request (HTTP/1.1 keep-alive) |
+/// | ``keepAliveURL(_:)`` `dies-when-reused` | on a new connection: 200, connection kept; on a connection that served a request before: reads the request (head and `Content-Length` body) and closes without a reply |
+/// | ``keepAliveURL(_:)`` `redirect?to=P&status=N&close=1` | status `N` (default 307) with `Location: P`, no body; the connection stays open, or is closed right after with `close=1` |
+/// | ``keepAliveURL(_:)`` `target` | 200 with a 6-byte body, connection kept |
+/// | ``keepAliveURL(_:)`` `closed-mid-headers` | the status line and part of a header, then a close |
+///
+/// The `keepAliveURL` endpoints count each request they read, whole, by path
+/// (``keepAliveHits(_:)``): a request that reaches the server twice counts twice.
 public final class LoopbackServer: Sendable {
     /// The endpoints whose hits are counted.
     public enum Endpoint: String, Sendable, Hashable, CaseIterable {
@@ -82,6 +90,16 @@ public final class LoopbackServer: Sendable {
     public func misbehavingURL(_ misbehaviour: Misbehaviour) -> URL {
         rawBaseURL.appendingPathComponent(misbehaviour.rawValue)
     }
+
+    /// The URL of `pathAndQuery` (for example `"warm"` or `"redirect?to=/keep-alive/target"`)
+    /// among the raw listener's keep-alive endpoints, under `/keep-alive/`.
+    public func keepAliveURL(_ pathAndQuery: String) -> URL {
+        URL(string: "/keep-alive/" + pathAndQuery, relativeTo: rawBaseURL)!.absoluteURL
+    }
+
+    /// How many whole requests the keep-alive endpoint `path` (`"dies-when-reused"`, …, without
+    /// the query) has read.
+    public func keepAliveHits(_ path: String) async -> Int { await state.keepAliveHits[path, default: 0] }
 
     /// The base URL of the well-formed endpoints, e.g. `http://127.0.0.1:54321`.
     public let baseURL: URL
@@ -185,6 +203,7 @@ actor ServerState {
     var flakyProtectedCalls: [String: Int] = [:]
     var rateLimitedCalls: [String: Int] = [:]
     var analyticsEvents = 0
+    var keepAliveHits: [String: Int] = [:]
 
     typealias Knobs = LoopbackServer.Knobs
 
@@ -193,6 +212,8 @@ actor ServerState {
     func updateKnobs(_ change: @Sendable (inout Knobs) -> Void) { change(&knobs) }
 
     func hit(_ endpoint: LoopbackServer.Endpoint) { hits[endpoint, default: 0] += 1 }
+
+    func keepAliveHit(_ path: String) { keepAliveHits[path, default: 0] += 1 }
 
     func expireAllTokens() {
         for key in tokens.keys { tokens[key] = .distantPast }
@@ -414,19 +435,68 @@ final class RawListener: Sendable {
 
     private static func serve(_ connection: AsyncSocket, state: ServerState) async {
         defer { try? connection.close() }
-        // Read up to the end of the request head.
-        var head = [UInt8]()
-        let terminator: [UInt8] = Array("\r\n\r\n".utf8)
-        do {
-            while !head.ends(with: terminator), head.count < 16_384 {
-                head.append(contentsOf: try await connection.read(atMost: 4096))
-                if let range = head.firstRange(of: terminator) { head = Array(head[..<range.upperBound]) }
+        var reader = RawRequestReader(connection: connection)
+        var served = 0
+        while let head = try? await reader.head() {
+            let requestLine = String(decoding: head.prefix { $0 != 13 }, as: UTF8.self)
+            let path = requestLine.split(separator: " ").dropFirst().first.map(String.init) ?? ""
+            guard path.hasPrefix("/keep-alive/") else {
+                await serveOnce(path: path, requestLine: requestLine, on: connection, state: state)
+                return
             }
-        } catch {
-            return
+            // A keep-alive endpoint: read the body too, then answer or close.
+            guard (try? await reader.body(length: contentLength(of: head))) != nil else { return }
+            served += 1
+            guard await serveKeepAlive(path: path, reused: served > 1, on: connection, state: state) else { return }
         }
-        let requestLine = String(decoding: head.prefix { $0 != 13 }, as: UTF8.self)
-        let path = requestLine.split(separator: " ").dropFirst().first.map(String.init) ?? ""
+    }
+
+    /// The value of the head's `Content-Length`, 0 without one.
+    private static func contentLength(of head: [UInt8]) -> Int {
+        let text = String(decoding: head, as: UTF8.self)
+        for line in text.split(separator: "\r\n") {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "content-length" {
+                return Int(parts[1].trimmingCharacters(in: .whitespaces)) ?? 0
+            }
+        }
+        return 0
+    }
+
+    /// Answers one request of a keep-alive endpoint; `false` when the connection must close.
+    private static func serveKeepAlive(path: String, reused: Bool, on connection: AsyncSocket, state: ServerState) async -> Bool {
+        let components = URLComponents(string: path)
+        let name = String((components?.path ?? path).dropFirst("/keep-alive/".count))
+        let query = Dictionary(
+            (components?.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 }
+        )
+        await state.keepAliveHit(name)
+        let reply: String
+        var keepOpen = true
+        switch name {
+        case "warm":
+            reply = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 4\r\n\r\nwarm"
+        case "dies-when-reused":
+            if reused { return false }
+            reply = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\nok"
+        case "redirect":
+            let status = query["status"] ?? "307"
+            reply = "HTTP/1.1 \(status) Redirect\r\nLocation: \(query["to"] ?? "/keep-alive/target")\r\nContent-Length: 0\r\n\r\n"
+            keepOpen = query["close"] != "1"
+        case "target":
+            reply = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 6\r\n\r\ntarget"
+        case "closed-mid-headers":
+            reply = "HTTP/1.1 200 OK\r\nContent-Type: text/pl"
+            keepOpen = false
+        default:
+            reply = "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n"
+        }
+        guard (try? await connection.write(Data(reply.utf8))) != nil else { return false }
+        return keepOpen
+    }
+
+    /// Answers the one request of a connection to a misbehaving, truncated or garbage endpoint.
+    private static func serveOnce(path: String, requestLine: String, on connection: AsyncSocket, state: ServerState) async {
         if let misbehaviour = LoopbackServer.Misbehaviour(rawValue: String(path.dropFirst())) {
             await state.hit(.misbehaving)
             await misbehave(misbehaviour, on: connection)
@@ -483,9 +553,37 @@ private struct ResetOnClose: SocketOption {
     func makeSocketValue(from value: Bool) -> linger { linger(l_onoff: value ? 1 : 0, l_linger: 0) }
 }
 
-extension Array where Element == UInt8 {
-    fileprivate func ends(with suffix: [UInt8]) -> Bool {
-        count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix
+/// Reads requests off one raw connection: each head up to its blank line, and a body of a given
+/// length, keeping whatever arrived beyond them for the next read.
+private struct RawRequestReader {
+    let connection: AsyncSocket
+    private var buffered: [UInt8] = []
+    private static let terminator: [UInt8] = Array("\r\n\r\n".utf8)
+
+    init(connection: AsyncSocket) { self.connection = connection }
+
+    /// The next request head, blank line included; throws when the connection ends first or the
+    /// head exceeds 16 KiB.
+    mutating func head() async throws -> [UInt8] {
+        while true {
+            if let range = buffered.firstRange(of: Self.terminator) {
+                let head = Array(buffered[..<range.upperBound])
+                buffered.removeFirst(range.upperBound)
+                return head
+            }
+            guard buffered.count < 16_384 else { throw SocketError.disconnected }
+            buffered.append(contentsOf: try await connection.read(atMost: 4096))
+        }
+    }
+
+    /// The next `length` bytes.
+    mutating func body(length: Int) async throws -> [UInt8] {
+        while buffered.count < length {
+            buffered.append(contentsOf: try await connection.read(atMost: max(4096, length - buffered.count)))
+        }
+        let body = Array(buffered.prefix(length))
+        buffered.removeFirst(length)
+        return body
     }
 }
 
