@@ -35,8 +35,13 @@ import FoundationNetworking
 ///   connection `.cannotConnectToHost`, an expired `URLRequest.timeoutInterval` `.timedOut`),
 ///   with the client's own error as the `URLError`'s underlying error (`NSUnderlyingErrorKey`);
 /// - cancelling the calling task cancels the request and throws `URLError(.cancelled)`;
-/// - a request sent on a pooled connection that the server had just closed, which therefore
-///   sent nothing, is sent once more on a new connection, as `URLSession` does.
+/// - a request with an idempotent method (``HTTPRetryPolicy/idempotentMethods``: GET, HEAD,
+///   OPTIONS, TRACE, PUT, DELETE) that meets a pooled connection the server had just closed
+///   (`ChannelError.ioOnClosedChannel`) is sent once more, as `URLSession` does. Any other
+///   method (`POST`, `PATCH`, …) is never sent again by the transport: it fails with
+///   `URLError(.networkConnectionLost)`. The error does not tell which hop of a redirect chain
+///   met the closed connection (AsyncHTTPClient follows redirects itself), and sending again
+///   would repeat every hop from the first.
 ///
 /// `URLRequest.timeoutInterval` bounds the whole exchange, response head and body. The body is
 /// collected into memory, at most ``maximumBodySize`` bytes; a longer one fails with
@@ -87,13 +92,18 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         do {
             do {
                 return try await exchange(outgoing, url: url, deadline: deadline)
-            } catch ChannelError.ioOnClosedChannel {
-                // The pooled connection was closed under the request: nothing was sent.
+            } catch ChannelError.ioOnClosedChannel where Self.mayResend(request) {
+                // A pooled connection was closed under the request or one of its redirects.
                 return try await exchange(outgoing, url: url, deadline: deadline)
             }
         } catch {
             throw Self.normalized(error, for: request, cancelled: Task.isCancelled)
         }
+    }
+
+    /// Whether a request that met a closed pooled connection is sent again: only an idempotent one.
+    static func mayResend(_ request: URLRequest) -> Bool {
+        HTTPRetryPolicy.idempotentMethods.contains((request.httpMethod ?? "GET").uppercased())
     }
 
     /// One request and its whole body, within `deadline`.

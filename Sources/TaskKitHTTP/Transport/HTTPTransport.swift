@@ -28,6 +28,18 @@ public protocol HTTPTransport: Sendable {
 /// `URLError.cancelled`). Failures are reported with the codes of the failure table in *Using
 /// URLTaskManager* on every platform (see ``normalized(_:for:)``).
 ///
+/// **How often a request reaches the server.** A request whose method is idempotent (GET, HEAD,
+/// OPTIONS, TRACE, PUT, DELETE: ``HTTPRetryPolicy/idempotentMethods``) may be sent a second
+/// time by the session itself when the pooled connection it went out on dies without a reply;
+/// every platform's `URLSession` does so. Any other method (`POST`, `PATCH`, …) reaches the
+/// server at most once per ``send(_:)``: on Linux, where libcurl would re-send it too (body
+/// rewound), it goes out on a connection of its own, in a session used for that request only,
+/// and the transport follows its redirects itself, each hop on a new connection (so such
+/// requests do not reuse connections there). So does, on Linux, any request with a body (a
+/// `PUT`, say): FoundationNetworking's re-send of an uploaded body stalls until the request
+/// times out. A connection that dies under such a request is reported as
+/// `URLError(.networkConnectionLost)`.
+///
 /// Two limits of FoundationNetworking, the `URLSession` of Linux, that no transport over it can
 /// remove:
 /// - it truncates `URLRequest.timeoutInterval` to whole seconds; ``URLTaskManager`` enforces
@@ -41,8 +53,15 @@ public final class URLSessionTransport: HTTPTransport {
     /// The session requests are sent through.
     public let session: URLSession
     private let ownsSession: Bool
+    /// The most redirects the transport follows itself for a request sent on a connection of
+    /// its own (the limit of Apple's `URLSession`).
+    static let maximumRedirects = 16
 
     /// A transport over an existing session. The session is not invalidated by the transport.
+    ///
+    /// On Linux, a request that is not idempotent goes through a one-request session made from
+    /// a copy of `session`'s configuration (see the type's documentation), so `session`'s
+    /// delegate does not see it.
     ///
     /// On Linux, give the session no `URLCache` (see ``defaultConfiguration``): FoundationNetworking
     /// can trap when a request of a session with a cache is cancelled.
@@ -105,6 +124,22 @@ public final class URLSessionTransport: HTTPTransport {
     /// - Throws: a `URLError`, or ``URLTaskError/notHTTPResponse`` when the response is not an
     ///   `HTTPURLResponse`.
     public func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        if Self.reusedConnectionsResendAnyMethod, Self.needsOwnConnection(request) {
+            return try await sendOnOwnConnections(request)
+        }
+        return try await send(request, through: session)
+    }
+
+    /// Whether `request` must not go out on a pooled connection where the session would re-send
+    /// it: a method that is not idempotent, or a request with a body (FoundationNetworking
+    /// cannot rewind an uploaded body, and such a re-send stalls until the request times out).
+    static func needsOwnConnection(_ request: URLRequest) -> Bool {
+        !HTTPRetryPolicy.idempotentMethods.contains((request.httpMethod ?? "GET").uppercased())
+            || request.httpBody != nil || request.httpBodyStream != nil
+    }
+
+    /// Sends `request` through `session`, which follows redirects itself.
+    private func send(_ request: URLRequest, through session: URLSession) async throws -> (Data, HTTPURLResponse) {
         let cancellation = DataTaskCancellation()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Data, HTTPURLResponse), any Error>) in
@@ -135,6 +170,52 @@ public final class URLSessionTransport: HTTPTransport {
         } onCancel: {
             cancellation.cancel()
         }
+    }
+
+    /// Sends `request`, and each redirect it gets, through a session of its own that reuses no
+    /// connection, so that the session cannot send any of them twice.
+    private func sendOnOwnConnections(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        let configuration = Self.cancellationSafe(session.configuration)
+        var current = request
+        for _ in 0...Self.maximumRedirects {
+            let delegate = SingleRequestDelegate()
+            let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+            defer { session.finishTasksAndInvalidate() }
+            let (data, response) = try await delegate.send(current, through: session)
+            guard let next = Self.redirect(of: current, by: response) else { return (data, response) }
+            current = next
+        }
+        throw Self.normalized(URLError(.httpTooManyRedirects), for: current)
+    }
+
+    /// The request `response` redirects `request` to, as `URLSession` makes it; `nil` when
+    /// `response` is not a redirect to follow.
+    ///
+    /// `301`, `302` and `303` turn a `POST` (`303`: anything but `HEAD`) into a `GET` without a
+    /// body; `307` and `308` keep the method and body. `Authorization` and `Cookie` are not sent
+    /// to another origin.
+    static func redirect(of request: URLRequest, by response: HTTPURLResponse) -> URLRequest? {
+        guard [301, 302, 303, 307, 308].contains(response.statusCode),
+            let location = response.value(forHTTPHeaderField: "Location"),
+            let from = request.url,
+            let to = URL(string: location, relativeTo: from)?.absoluteURL,
+            let scheme = to.scheme?.lowercased(), scheme == "http" || scheme == "https"
+        else { return nil }
+        var next = request
+        next.url = to
+        let method = (request.httpMethod ?? "GET").uppercased()
+        if (response.statusCode == 303 && method != "HEAD") || ([301, 302].contains(response.statusCode) && method == "POST") {
+            next.httpMethod = "GET"
+            next.httpBody = nil
+            next.httpBodyStream = nil
+            next.setValue(nil, forHTTPHeaderField: "Content-Type")
+            next.setValue(nil, forHTTPHeaderField: "Content-Length")
+        }
+        if from.scheme?.lowercased() != scheme || from.host?.lowercased() != to.host?.lowercased() || from.port != to.port {
+            next.setValue(nil, forHTTPHeaderField: "Authorization")
+            next.setValue(nil, forHTTPHeaderField: "Cookie")
+        }
+        return next
     }
 
     /// `error` with the code of the failure table in *Using URLTaskManager*, which is the code
@@ -185,6 +266,81 @@ public final class URLSessionTransport: HTTPTransport {
             userInfo[NSURLErrorFailingURLErrorKey] = url
         }
         return URLError(code, userInfo: userInfo)
+    }
+}
+
+/// The delegate of a session that sends one request: collects its response and body, and
+/// refuses redirects (the task then completes with the redirect response).
+///
+/// FoundationNetworking follows every redirect of a task made with a completion handler, so a
+/// request whose redirects the transport follows itself is a delegate task.
+private final class SingleRequestDelegate: NSObject, URLSessionDataDelegate, Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<(Data, HTTPURLResponse), any Error>?
+        var request: URLRequest?
+        var response: URLResponse?
+        var data = Data()
+    }
+
+    private let state = LockedState(State())
+
+    /// Sends `request` through `session` (whose delegate this is) and returns its response.
+    func send(_ request: URLRequest, through session: URLSession) async throws -> (Data, HTTPURLResponse) {
+        let cancellation = DataTaskCancellation()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                // Resumed once, by `didCompleteWithError`, which URLSession calls exactly once
+                // per task (also when it is cancelled, started or not).
+                state.withLock { state in
+                    state.continuation = continuation
+                    state.request = request
+                }
+                let task = session.dataTask(with: request)
+                if cancellation.install(task) {
+                    task.resume()
+                } else {
+                    task.cancel()
+                }
+            }
+        } onCancel: {
+            cancellation.cancel()
+        }
+    }
+
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+        state.withLock { $0.response = response }
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        state.withLock { $0.data.append(data) }
+    }
+
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        completionHandler(nil)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let (continuation, request, response, data) = state.withLock { state in
+            defer { state.continuation = nil }
+            return (state.continuation, state.request, state.response ?? task.response, state.data)
+        }
+        guard let continuation, let request else { return }
+        if let error = error as? URLError {
+            continuation.resume(throwing: URLSessionTransport.normalized(error, for: request))
+        } else if let error {
+            continuation.resume(throwing: error)
+        } else if let http = response as? HTTPURLResponse {
+            continuation.resume(returning: (data, http))
+        } else {
+            continuation.resume(throwing: URLTaskError.notHTTPResponse)
+        }
     }
 }
 

@@ -22,4 +22,13 @@ extension URLSessionTransport {
     #else
     public static let survivesCloseMidHeaders = true
     #endif
+
+    /// Whether the platform's `URLSession` re-sends a request of any method (`POST` included,
+    /// body rewound) when the pooled connection it went out on closes without a reply: libcurl,
+    /// under FoundationNetworking (Linux), does; Apple's re-sends only idempotent requests.
+    #if canImport(FoundationNetworking)
+    static let reusedConnectionsResendAnyMethod = true
+    #else
+    static let reusedConnectionsResendAnyMethod = false
+    #endif
 }
