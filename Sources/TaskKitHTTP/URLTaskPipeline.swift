@@ -247,12 +247,17 @@ extension BearerTokenAuthenticator: URLTaskInterceptor {
 
     /// On `401`, waits for a credential newer than the one the request was signed with
     /// (refreshing once if needed), then asks for an immediate ``URLTaskRetryDecision/replay``
-    /// (which does not count against any other interceptor's retry budget).
+    /// (which does not count against any other interceptor's retry budget). After
+    /// ``Configuration/maximumReplays`` replays of the request, a `401` throws
+    /// ``AuthenticationError/credentialRejected(replays:)``.
     public func retry(
         _ request: URLRequest, for task: URLTask, dueTo outcome: Result<URLTaskResponse, any Error>,
         context: URLTaskContext
     ) async throws -> URLTaskRetryDecision {
         guard case .success(let response) = outcome, response.statusCode == 401 else { return .doNotRetry }
+        guard context.retriesSoFar < maximumReplays else {
+            throw AuthenticationError.credentialRejected(replays: context.retriesSoFar)
+        }
         try await handleUnauthorized(
             request, transport: context.transport, refreshStarted: context.refreshStarted
         )

@@ -155,8 +155,10 @@ struct BearerAuthenticationServerTests {
         try await withHTTPTestServer { server in
             let clock = ManualClock()
             // The server forgets every token right after issuing it: each replay gets 401 again.
+            // Replays are not what stops this request (see the next test): the window does.
             let authenticator = await signedInAuthenticator(
-                server, clock: clock, refresh: httpTestRefresh(server) { await server.expireAllTokens() }
+                server, clock: clock, configuration: .init(maximumReplays: 10),
+                refresh: httpTestRefresh(server) { await server.expireAllTokens() }
             )
             let manager = URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()], transport: transport.make(), clock: clock)
             await server.expireAllTokens()
@@ -171,6 +173,104 @@ struct BearerAuthenticationServerTests {
             #expect(await server.refreshCount() == 5)
             #expect(await server.hits(.protected) == 6)
             #expect(error?.description.contains("more than 5") == true)
+        }
+    }
+
+    @Test(
+        "a server that rejects every new token ends the request after maximumReplays, however slow each refresh is",
+        .timeLimit(.minutes(1)),
+        arguments: HTTPTestTransport.allCases
+    )
+    func slowRefreshLoopEnds(_ transport: HTTPTestTransport) async throws {
+        try await withHTTPTestServer { server in
+            let clock = ManualClock()
+            let refreshes = LockedState(0)
+            let inner = httpTestRefresh(server) { await server.expireAllTokens() }
+            // Each refresh takes 7 s on the authenticator's clock, so the 30 s window never holds
+            // five of them; the request must end anyway. (The 20th refresh gives up, so that a
+            // missing bound fails the test instead of running until the time limit.)
+            let authenticator = await signedInAuthenticator(server, clock: clock) { current, transport in
+                let count = refreshes.withLock { count -> Int in
+                    count += 1
+                    return count
+                }
+                if count >= 20 { throw HTTPTestError.status(-1) }
+                clock.advance(by: .seconds(7))
+                return try await inner(current, transport)
+            }
+            let manager = URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()], transport: transport.make(), clock: clock)
+            await server.expireAllTokens()
+            let error = await #expect(throws: AuthenticationError.self) {
+                _ = try await manager.data(for: URLRequest(url: server.url("/protected")))
+            }
+            guard case .credentialRejected(let replays)? = error else {
+                Issue.record("expected credentialRejected, got \(String(describing: error))")
+                return
+            }
+            #expect(replays == 2)
+            #expect(refreshes.withLock { $0 } == 2)
+            #expect(await server.hits(.protected) == 3)  // the first attempt and two replays
+            #expect(error?.description.contains("after 2 replays") == true)
+        }
+    }
+
+    @Test("a token that lives less than the leeway is used: six requests in a row make one refresh", arguments: HTTPTestTransport.allCases)
+    func shortLivedTokenIsUsed(_ transport: HTTPTestTransport) async throws {
+        try await withHTTPTestServer(knobs: { var knobs = LoopbackServer.Knobs(); knobs.tokenLifetime = 20; return knobs }()) { server in
+            let clock = ManualClock()
+            // No credential yet; each token the server issues lives 20 s, the leeway is 30 s.
+            let authenticator = BearerTokenAuthenticator(clock: clock, refresh: httpTestRefresh(server))
+            let manager = URLTaskManager(interceptors: [authenticator], transport: transport.make(), clock: clock)
+            for _ in 0..<6 {
+                let (_, response) = try await manager.data(for: URLRequest(url: server.url("/protected")))
+                #expect(response.statusCode == 200)
+                clock.advance(by: .seconds(1))
+            }
+            #expect(await server.refreshCount() == 1)
+            #expect(await server.hits(.protected) == 6)
+        }
+    }
+
+    @Test("the refresh is cancelled when its last waiting request leaves; the next request starts a new one", arguments: HTTPTestTransport.allCases)
+    func abandonedRefreshIsCancelled(_ transport: HTTPTestTransport) async throws {
+        try await withHTTPTestServer { server in
+            let gate = TestGate()
+            let calls = LockedState((started: 0, cancelled: 0))
+            let inner = httpTestRefresh(server)
+            let authenticator = await signedInAuthenticator(server) { current, transport in
+                calls.withLock { $0.started += 1 }
+                await gate.waitOrCancel()
+                if Task.isCancelled {
+                    calls.withLock { $0.cancelled += 1 }
+                    throw CancellationError()
+                }
+                return try await inner(current, transport)
+            }
+            let manager = URLTaskManager(interceptors: [authenticator], transport: transport.make())
+            await server.expireAllTokens()
+            let abandoned = Task { try await manager.data(for: URLRequest(url: server.url("/protected"))) }
+            await eventually(pollingEvery: .milliseconds(5)) { authenticator.waitingRequestCount == 1 }
+            abandoned.cancel()
+            await #expect(throws: CancellationError.self) { _ = try await abandoned.boundedValue() }
+            #expect(
+                await eventually(pollingEvery: .milliseconds(5)) { calls.withLock { $0.cancelled } == 1 },
+                "the refresh nobody waits for was not cancelled"
+            )
+            // The next request starts a new refresh, which completes.
+            let next = Task { try await manager.data(for: URLRequest(url: server.url("/protected"))) }
+            await eventually(pollingEvery: .milliseconds(5)) { calls.withLock { $0.started } == 2 }
+            gate.open()
+            let status = try await next.boundedValue().1.statusCode
+            #expect(status == 200)
+            #expect(await server.refreshCount() == 1)
+            #expect(authenticator.refreshCount == 1)
+        }
+    }
+
+    @Test("an endless refresh retry is refused, naming the parameter")
+    func infiniteRefreshRetryIsRefused() async {
+        await #expect(processExitsWith: .failure) {
+            _ = BearerTokenAuthenticator.Configuration(refreshRetry: .infinity())
         }
     }
 

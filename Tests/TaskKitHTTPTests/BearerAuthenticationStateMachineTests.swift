@@ -27,7 +27,7 @@ struct BearerAuthenticationStateMachineTests {
     @Test("no credential: the first request starts the refresh, later ones wait for it")
     func noCredentialStartsOneRefresh() {
         var m = machine(initial: nil)
-        guard case .startRefresh(let current) = m.credential(id: 1, waiter: "w1", now: .zero) else {
+        guard case .startRefresh(let current, _) = m.credential(id: 1, waiter: "w1", now: .zero) else {
             Issue.record("expected startRefresh"); return
         }
         #expect(current == nil)
@@ -36,7 +36,7 @@ struct BearerAuthenticationStateMachineTests {
                 Issue.record("expected wait"); return
             }
         }
-        let (issued, waiters) = m.refreshSucceeded(BearerCredential(accessToken: "b"), now: .seconds(1))
+        let (issued, waiters) = m.refreshSucceeded(BearerCredential(accessToken: "b"), refresh: m.refreshing!, now: .seconds(1))!
         #expect(issued.credential.accessToken == "b")
         #expect(waiters.count == 50)
         #expect(waiters.first == "w1" && waiters.last == "w50")
@@ -48,7 +48,7 @@ struct BearerAuthenticationStateMachineTests {
         var m = machine()
         #expect(m.usableCredential(now: .seconds(89)) != nil)
         #expect(m.usableCredential(now: .seconds(90)) == nil)
-        guard case .startRefresh(let current) = m.credential(id: 1, waiter: "w", now: .seconds(90)) else {
+        guard case .startRefresh(let current, _) = m.credential(id: 1, waiter: "w", now: .seconds(90)) else {
             Issue.record("expected startRefresh"); return
         }
         #expect(current?.accessToken == "a")
@@ -74,7 +74,7 @@ struct BearerAuthenticationStateMachineTests {
         guard case .wait = m.credential(id: 3, waiter: "w3", now: .seconds(1)) else {
             Issue.record("expected wait"); return
         }
-        let (issued, waiters) = m.refreshSucceeded(BearerCredential(accessToken: "b", expiresIn: .seconds(100)), now: .seconds(2))
+        let (issued, waiters) = m.refreshSucceeded(BearerCredential(accessToken: "b", expiresIn: .seconds(100)), refresh: m.refreshing!, now: .seconds(2))!
         #expect(issued.generation == 2)
         #expect(waiters == ["w1", "w2", "w3"])
     }
@@ -83,7 +83,7 @@ struct BearerAuthenticationStateMachineTests {
     func olderTokenReplayedWithoutRefresh() {
         var m = machine()
         _ = m.unauthorized(signedWith: "a", id: 1, waiter: "w1", now: .seconds(1))
-        _ = m.refreshSucceeded(BearerCredential(accessToken: "b", expiresIn: .seconds(100)), now: .seconds(2))
+        _ = m.refreshSucceeded(BearerCredential(accessToken: "b", expiresIn: .seconds(100)), refresh: m.refreshing!, now: .seconds(2))
         guard case .use(let issued) = m.unauthorized(signedWith: "a", id: 2, waiter: "late", now: .seconds(3)) else {
             Issue.record("expected use"); return
         }
@@ -105,7 +105,7 @@ struct BearerAuthenticationStateMachineTests {
         var m = machine()
         _ = m.unauthorized(signedWith: "a", id: 1, waiter: "w1", now: .seconds(1))
         _ = m.credential(id: 2, waiter: "w2", now: .seconds(1))
-        let failed = m.refreshFailed()
+        let failed = m.refreshFailed(refresh: m.refreshing!)
         #expect(failed == ["w1", "w2"])
         #expect(m.issued?.credential.accessToken == "a")
         #expect(!m.isRefreshing)
@@ -123,7 +123,7 @@ struct BearerAuthenticationStateMachineTests {
             guard case .startRefresh = m.unauthorized(signedWith: token, id: 1, waiter: "w", now: .seconds(second)) else {
                 Issue.record("expected startRefresh #\(second + 1)"); return
             }
-            token = m.refreshSucceeded(BearerCredential(accessToken: "t\(second)"), now: .seconds(second)).0.credential.accessToken
+            token = m.refreshSucceeded(BearerCredential(accessToken: "t\(second)"), refresh: m.refreshing!, now: .seconds(second))!.0.credential.accessToken
         }
         guard case .fail(.refreshLoopDetected(let limit, let window)) =
             m.unauthorized(signedWith: token, id: 2, waiter: "w", now: .seconds(6))
@@ -143,11 +143,53 @@ struct BearerAuthenticationStateMachineTests {
         var m = machine(initial: nil)
         _ = m.credential(id: 1, waiter: "w1", now: .zero)
         _ = m.credential(id: 2, waiter: "w2", now: .zero)
-        #expect(m.cancel(id: 1) == "w1")
-        #expect(m.cancel(id: 1) == nil)
+        #expect(m.cancel(id: 1) == ("w1", nil))
+        #expect(m.cancel(id: 1) == (nil, nil))
         #expect(m.isRefreshing)
-        #expect(m.refreshSucceeded(BearerCredential(accessToken: "b"), now: .zero).1 == ["w2"])
-        #expect(m.cancel(id: 2) == nil)
+        #expect(m.refreshSucceeded(BearerCredential(accessToken: "b"), refresh: m.refreshing!, now: .zero)?.1 == ["w2"])
+        #expect(m.cancel(id: 2) == (nil, nil))
+    }
+
+    @Test("a token that lives less than the leeway is used for the first half of its life")
+    func shortLivedToken() {
+        var m = machine(initial: BearerCredential(accessToken: "a", expiresIn: .seconds(20)), leeway: .seconds(30))
+        #expect(m.usableCredential(now: .zero)?.credential.accessToken == "a")
+        #expect(m.usableCredential(now: .milliseconds(9_999)) != nil)
+        #expect(m.usableCredential(now: .seconds(10)) == nil)
+        // A refreshed short-lived token gets the same rule from the moment it arrives.
+        guard case .startRefresh = m.credential(id: 1, waiter: "w", now: .seconds(10)) else {
+            Issue.record("expected startRefresh"); return
+        }
+        _ = m.refreshSucceeded(BearerCredential(accessToken: "b", expiresIn: .seconds(20)), refresh: m.refreshing!, now: .seconds(11))
+        #expect(m.usableCredential(now: .seconds(20))?.credential.accessToken == "b")
+        #expect(m.usableCredential(now: .seconds(21)) == nil)
+        // A long-lived token keeps the full leeway.
+        let long = machine(initial: BearerCredential(accessToken: "c", expiresIn: .seconds(3600)), leeway: .seconds(30))
+        #expect(long.usableCredential(now: .seconds(3569)) != nil)
+        #expect(long.usableCredential(now: .seconds(3570)) == nil)
+    }
+
+    @Test("the last waiter leaving abandons the refresh; its late result changes nothing")
+    func lastWaiterAbandonsRefresh() {
+        var m = machine(initial: nil)
+        guard case .startRefresh(_, let first) = m.credential(id: 1, waiter: "w1", now: .zero) else {
+            Issue.record("expected startRefresh"); return
+        }
+        _ = m.credential(id: 2, waiter: "w2", now: .zero)
+        #expect(m.cancel(id: 1) == ("w1", nil), "another waiter remains: the refresh goes on")
+        #expect(m.cancel(id: 2) == ("w2", first), "the last waiter left: the refresh is abandoned")
+        #expect(!m.isRefreshing && m.waiters.isEmpty)
+        // The next request starts a new refresh, with a new id.
+        guard case .startRefresh(_, let second) = m.credential(id: 3, waiter: "w3", now: .seconds(1)) else {
+            Issue.record("expected a new startRefresh"); return
+        }
+        #expect(second != first)
+        // The abandoned refresh's late results neither end the new one nor store a credential.
+        #expect(m.refreshSucceeded(BearerCredential(accessToken: "late"), refresh: first, now: .seconds(2)) == nil)
+        #expect(m.refreshFailed(refresh: first) == nil)
+        #expect(m.isRefreshing && m.issued == nil && m.waiters.count == 1)
+        #expect(m.refreshSucceeded(BearerCredential(accessToken: "b"), refresh: second, now: .seconds(2))?.1 == ["w3"])
+        #expect(m.issued?.credential.accessToken == "b")
     }
 
     @Test("a negative lifetime is rejected naming the value")

@@ -32,6 +32,9 @@ public enum AuthenticationError: Error, Sendable, CustomStringConvertible {
     /// More than `limit` refreshes were needed within `window`: the server keeps rejecting fresh
     /// tokens, so the authenticator stops instead of refreshing forever.
     case refreshLoopDetected(limit: Int, window: Duration)
+    /// The server rejected the request (`401`) again after it had been replayed `replays` times
+    /// with a newer token (``BearerTokenAuthenticator/Configuration/maximumReplays``).
+    case credentialRejected(replays: Int)
 
     /// A sentence naming the case and its details.
     public var description: String {
@@ -40,6 +43,8 @@ public enum AuthenticationError: Error, Sendable, CustomStringConvertible {
             return "AuthenticationError.refreshFailed: the token refresh failed: \(underlying)"
         case .refreshLoopDetected(let limit, let window):
             return "AuthenticationError.refreshLoopDetected: more than \(limit) token refreshes within \(window)"
+        case .credentialRejected(let replays):
+            return "AuthenticationError.credentialRejected: the server rejected the request again after \(replays) replays with a newer token"
         }
     }
 }

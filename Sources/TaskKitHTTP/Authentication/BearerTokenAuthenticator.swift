@@ -18,19 +18,30 @@ import FoundationNetworking
 /// - **No second refresh for stale signatures.** A `401` for a request signed with an older token
 ///   than the current one is replayed with the current token at once.
 /// - **Proactive refresh.** When the credential's lifetime ends within
-///   ``Configuration/refreshLeeway``, the next request refreshes before sending instead of
-///   collecting a `401` first.
+///   ``Configuration/refreshLeeway`` (or within half its lifetime, when that is shorter: a token
+///   is always used for the first half of its life), the next request refreshes before sending
+///   instead of collecting a `401` first.
 /// - **Failure.** When `refresh` throws, every waiting request fails with
 ///   ``AuthenticationError/refreshFailed(underlying:)``; the old credential is kept and a later
 ///   `401` may try again.
+/// - **Bounded replays.** One request is replayed after a `401` at most
+///   ``Configuration/maximumReplays`` times; a further `401` ends it with
+///   ``AuthenticationError/credentialRejected(replays:)``, however long each refresh takes.
 /// - **Loop guard.** When more than ``Configuration/maximumRefreshes`` refreshes would start
-///   within ``Configuration/refreshWindow``, the request fails with
+///   within ``Configuration/refreshWindow`` (across all requests), the request fails with
 ///   ``AuthenticationError/refreshLoopDetected(limit:window:)`` instead.
 /// - **Cancellation.** A request whose task is cancelled while it waits stops waiting at once
-///   (`CancellationError`); the refresh itself runs on for the others and is never cancelled by a
-///   waiter.
+///   (`CancellationError`); the refresh runs on for the others. When the last waiting request
+///   leaves, the refresh task is cancelled and its result ignored; the next request that needs a
+///   credential starts a new refresh.
+/// - **Bounded refresh.** ``Configuration/refreshRetry`` must be finite, so a failing token
+///   endpoint answers every waiting request with
+///   ``AuthenticationError/refreshFailed(underlying:)`` after a known number of attempts.
 /// - **Bypass.** `refresh` receives the manager's bare transport: the refresh request itself does
 ///   not pass through any interceptor (so it is neither signed nor retried by them).
+///
+/// The rules live in a pure state machine held under one lock; the refresh runs in a task of its
+/// own (no waiter's task), started and cancelled only by the machine's decisions.
 ///
 /// ```swift
 /// let auth = BearerTokenAuthenticator(
@@ -47,31 +58,47 @@ import FoundationNetworking
 public final class BearerTokenAuthenticator: Sendable {
     /// Tuning of the refresh behaviour.
     public struct Configuration: Sendable, Hashable {
-        /// Refresh before sending when the credential expires within this duration. Default 30 s.
+        /// Refresh before sending when the credential expires within this duration, or within
+        /// half the credential's lifetime when that is shorter. Default 30 s.
         public var refreshLeeway: Duration
         /// The most refreshes allowed within ``refreshWindow``. Default 5.
         public var maximumRefreshes: Int
         /// The window of the refresh-loop guard. Default 30 s.
         public var refreshWindow: Duration
         /// How a failing refresh is retried (on the authenticator's clock) before the waiting
-        /// requests fail. Default: no retry.
+        /// requests fail: `.never` or `.count(...)`. Default: no retry.
         public var refreshRetry: RetryCount
+        /// How many times one request is replayed after a `401`; the next `401` fails it with
+        /// ``AuthenticationError/credentialRejected(replays:)``. Default 2: a replay with a
+        /// token another request refreshed, then one with a token refreshed for it.
+        public var maximumReplays: Int
 
         /// Creates a configuration; invalid values stop with a precondition naming them.
+        ///
+        /// - Precondition: `refreshLeeway` and `refreshWindow` are not negative,
+        ///   `maximumRefreshes` is at least 1, `maximumReplays` is not negative, and
+        ///   `refreshRetry` is finite (`.infinity` would keep every waiting request waiting for
+        ///   as long as the token endpoint fails).
         public init(
             refreshLeeway: Duration = .seconds(30),
             maximumRefreshes: Int = 5,
             refreshWindow: Duration = .seconds(30),
-            refreshRetry: RetryCount = .never
+            refreshRetry: RetryCount = .never,
+            maximumReplays: Int = 2
         ) {
             precondition(refreshLeeway >= .zero, "BearerTokenAuthenticator: refreshLeeway must be >= 0, got \(refreshLeeway)")
             precondition(maximumRefreshes >= 1, "BearerTokenAuthenticator: maximumRefreshes must be >= 1, got \(maximumRefreshes)")
             precondition(refreshWindow >= .zero, "BearerTokenAuthenticator: refreshWindow must be >= 0, got \(refreshWindow)")
+            precondition(maximumReplays >= 0, "BearerTokenAuthenticator: maximumReplays must be >= 0, got \(maximumReplays)")
+            precondition(
+                refreshRetry.maximumRetries != nil,  // also rejects a negative count
+                "BearerTokenAuthenticator: refreshRetry must be finite (.never or .count), got \(refreshRetry)"
+            )
             self.refreshLeeway = refreshLeeway
             self.maximumRefreshes = maximumRefreshes
             self.refreshWindow = refreshWindow
-            _ = refreshRetry.maximumRetries  // rejects a negative count
             self.refreshRetry = refreshRetry
+            self.maximumReplays = maximumReplays
         }
     }
 
@@ -86,6 +113,8 @@ public final class BearerTokenAuthenticator: Sendable {
         var machine: Machine
         var nextWaiterID: UInt64 = 0
         var refreshes = 0
+        /// The task of the running refresh, by refresh id (at most one entry).
+        var refreshTasks: [UInt64: Task<Void, Never>] = [:]
     }
 
     private let state: LockedState<State>
@@ -94,6 +123,8 @@ public final class BearerTokenAuthenticator: Sendable {
     private let runRefresh: @Sendable (BearerCredential?, any HTTPTransport) async -> Result<BearerCredential, any Error>
     private let now: @Sendable () -> Duration
     private let logger: Logger
+    /// ``Configuration/maximumReplays``.
+    let maximumReplays: Int
 
     /// Creates an authenticator.
     ///
@@ -114,6 +145,7 @@ public final class BearerTokenAuthenticator: Sendable {
         let now: @Sendable () -> Duration = { origin.duration(to: clock.now) }
         self.now = now
         self.logger = logger
+        self.maximumReplays = configuration.maximumReplays
         let retry = configuration.refreshRetry
         self.runRefresh = { current, transport in
             var schedule = retry.makeSchedule()
@@ -129,7 +161,7 @@ public final class BearerTokenAuthenticator: Sendable {
                 do {
                     try await clock.sleep(until: clock.now.advanced(by: delay), tolerance: nil)
                 } catch {
-                    return result  // only cancellation ends a sleep early, and nothing cancels this task
+                    return result  // cancelled: the refresh was abandoned, and its result is ignored
                 }
             }
         }
@@ -231,40 +263,64 @@ public final class BearerTokenAuthenticator: Sendable {
                     continuation.resume(returning: issued.credential)
                 case .wait:
                     break
-                case .startRefresh(let current):
+                case .startRefresh(let current, let refresh):
                     refreshStarted?()
-                    startRefresh(from: current, transport: transport)
+                    startRefresh(refresh, from: current, transport: transport)
                 case .fail(let error):
                     logger.warning("token refresh refused: \(error)")
                     continuation.resume(throwing: error)
                 }
             }
         } onCancel: {
-            state.withLock { $0.machine.cancel(id: id) }?.resume(throwing: CancellationError())
+            let (waiter, abandoned) = state.withLock { state in
+                let (waiter, abandoned) = state.machine.cancel(id: id)
+                return (waiter, abandoned.flatMap { state.refreshTasks.removeValue(forKey: $0) })
+            }
+            waiter?.resume(throwing: CancellationError())
+            if let abandoned {
+                logger.debug("token refresh abandoned: no request waits for it")
+                abandoned.cancel()
+            }
         }
     }
 
-    private func startRefresh(from current: BearerCredential?, transport: any HTTPTransport) {
+    private func startRefresh(_ refresh: UInt64, from current: BearerCredential?, transport: any HTTPTransport) {
         logger.debug("token refresh started")
-        // The refresh belongs to no single waiter (it runs in a task of its own), so no waiter's
-        // cancellation can cancel it.
-        Task.detached { [self] in
-            finishRefresh(await runRefresh(current, transport))
+        // The refresh belongs to no single waiter (it runs in a task of its own): it ends when
+        // it finishes, or is cancelled when the machine abandons it (its last waiter left).
+        let task = Task.detached { [self] in
+            finishRefresh(refresh, await runRefresh(current, transport))
         }
+        let running = state.withLock { state -> Bool in
+            guard state.machine.refreshing == refresh else { return false }
+            state.refreshTasks[refresh] = task
+            return true
+        }
+        // Abandoned (or finished) before its task was recorded: cancelling a finished task does nothing.
+        if !running { task.cancel() }
     }
 
-    private func finishRefresh(_ result: Result<BearerCredential, any Error>) {
+    private func finishRefresh(_ refresh: UInt64, _ result: Result<BearerCredential, any Error>) {
         let now = self.now()
         switch result {
         case .success(let credential):
-            let waiters = state.withLock { state -> [Waiter] in
+            let waiters = state.withLock { state -> [Waiter]? in
+                state.refreshTasks[refresh] = nil
+                guard let (_, waiters) = state.machine.refreshSucceeded(credential, refresh: refresh, now: now) else {
+                    return nil
+                }
                 state.refreshes += 1
-                return state.machine.refreshSucceeded(credential, now: now).1
+                return waiters
             }
+            guard let waiters else { return }  // abandoned: nobody waits for this credential
             logger.debug("token refresh succeeded", metadata: ["waiters": "\(waiters.count)"])
             for waiter in waiters { waiter.resume(returning: credential) }
         case .failure(let error):
-            let waiters = state.withLock { $0.machine.refreshFailed() }
+            let waiters = state.withLock { state -> [Waiter]? in
+                state.refreshTasks[refresh] = nil
+                return state.machine.refreshFailed(refresh: refresh)
+            }
+            guard let waiters else { return }
             logger.warning("token refresh failed: \(error)", metadata: ["waiters": "\(waiters.count)"])
             for waiter in waiters { waiter.resume(throwing: AuthenticationError.refreshFailed(underlying: error)) }
         }
