@@ -130,6 +130,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // One request in a process of its own (not a product): the HTTP tests check that a
+        // server closing mid-headers cannot stop a process that uses the recommended setup.
+        .executableTarget(
+            name: "taskkit-http-probe",
+            dependencies: [
+                "TaskKitHTTP",
+                "TaskKitAsyncHTTPClient",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ]
+        ),
         // Exports TaskKit's metrics in Prometheus text format while a workload runs.
         .executableTarget(
             name: "taskkit-prometheus-example",

@@ -46,15 +46,15 @@ public final class URLTaskManager: Sendable {
 
     private let pipeline: URLTaskPipeline
 
-    /// Creates a manager over a new `URLSession` made from `configuration`.
+    /// Creates a manager over any ``HTTPTransport``.
     ///
     /// - Parameters:
     ///   - interceptors: see every request, in this order (put a ``BearerTokenAuthenticator``
     ///     before an ``HTTPRetryPolicy``).
     ///   - reactors: react to every result, in this order.
-    ///   - configuration: the session configuration. Default:
-    ///     ``URLSessionTransport/defaultConfiguration`` (ephemeral, no URL cache). On Linux the
-    ///     URL cache is always dropped; see ``URLSessionTransport/init(configuration:)``.
+    ///   - transport: sends the requests: ``URLSessionTransport``, or on a server (and on Linux
+    ///     for any server you do not control) `AsyncHTTPClientTransport` from
+    ///     `TaskKitAsyncHTTPClient`.
     ///   - maxConcurrentTasks: the most requests in flight at once; `nil` for no limit.
     ///   - timeout: the default deadline of each request; `nil` for none.
     ///   - clock: the clock for deadlines, delays and retry backoff.
@@ -73,30 +73,6 @@ public final class URLTaskManager: Sendable {
     ///     TaskKit's *Running on a server* article). `TaskTracing.none` (default): no span, no
     ///     cost.
     ///   - shutdownGracePeriod: see `TaskManager.shutdownGracePeriod`. Default: 10 seconds.
-    public convenience init(
-        interceptors: [any URLTaskInterceptor] = [],
-        reactors: [any URLTaskReactor] = [],
-        configuration: URLSessionConfiguration = URLSessionTransport.defaultConfiguration,
-        maxConcurrentTasks: Int? = nil,
-        timeout: Duration? = nil,
-        clock: any Clock<Duration> = ContinuousClock(),
-        logger: Logger = TaskKitHTTPLogging.silent,
-        metricsLabel: String? = nil,
-        tracing: TaskTracing = .none,
-        shutdownGracePeriod: Duration = .seconds(10)
-    ) {
-        self.init(
-            interceptors: interceptors, reactors: reactors,
-            transport: URLSessionTransport(configuration: configuration),
-            maxConcurrentTasks: maxConcurrentTasks, timeout: timeout, clock: clock, logger: logger,
-            metricsLabel: metricsLabel, tracing: tracing, shutdownGracePeriod: shutdownGracePeriod
-        )
-    }
-
-    /// Creates a manager over any ``HTTPTransport``.
-    ///
-    /// - Parameters: as for ``init(interceptors:reactors:configuration:maxConcurrentTasks:timeout:clock:logger:metricsLabel:tracing:shutdownGracePeriod:)``,
-    ///   with `transport` sending the requests.
     /// - Precondition: `timeout`, when given, is greater than zero.
     public init(
         interceptors: [any URLTaskInterceptor] = [],

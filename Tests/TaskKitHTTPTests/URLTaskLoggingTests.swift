@@ -22,7 +22,8 @@ struct URLTaskLoggingTests {
                 credential: BearerCredential(accessToken: token), clock: clock, refresh: httpTestRefresh(server)
             )
             let manager = URLTaskManager(
-                interceptors: [authenticator, httpTestRetryPolicy(count: 2)], clock: clock, logger: logger
+                interceptors: [authenticator, httpTestRetryPolicy(count: 2)], transport: URLSessionTransport(), clock: clock,
+                logger: logger
             )
             await server.expireAllTokens()
             let request = Task { try await manager.response(for: URLRequest(url: server.url("/flaky-protected?key=log"))) }
@@ -55,7 +56,7 @@ struct URLTaskLoggingTests {
         let stopped = try RefusingPort()
         let url = stopped.url("/hello")
         let (logger, store) = HTTPTestCapturingLogHandler.logger(level: .trace)
-        let manager = URLTaskManager(logger: logger)
+        let manager = URLTaskManager(transport: URLSessionTransport(), logger: logger)
         await #expect(throws: URLError.self) { _ = try await manager.data(for: URLRequest(url: url)) }
         let sent = try #require(store.all.first { $0.metadata["event"] == "sent" })
         #expect(sent.metadata["error"] != nil)
@@ -78,7 +79,9 @@ struct URLTaskLoggingTests {
         }
         try await withHTTPTestServer { server in
             let (logger, store) = HTTPTestCapturingLogHandler.logger(level: .debug)
-            let manager = URLTaskManager(reactors: [URLTaskLoggingTestsRequeueOnce()], logger: logger)
+            let manager = URLTaskManager(
+                reactors: [URLTaskLoggingTestsRequeueOnce()], transport: URLSessionTransport(), logger: logger
+            )
             let status = try await manager.data(for: URLRequest(url: server.url("/hello"))).1.statusCode
             #expect(status == 200)
             #expect(await server.hits(.hello) == 2)
@@ -93,7 +96,9 @@ struct URLTaskLoggingTests {
     func silentAboveDebug() async throws {
         try await withHTTPTestServer { server in
             let (logger, store) = HTTPTestCapturingLogHandler.logger(level: .info)
-            let manager = URLTaskManager(interceptors: [httpTestRetryPolicy()], logger: logger)
+            let manager = URLTaskManager(
+                interceptors: [httpTestRetryPolicy()], transport: URLSessionTransport(), logger: logger
+            )
             let writesBefore = store.metadataWrites.withLock { $0 }
             for _ in 0..<5 { _ = try await manager.data(for: URLRequest(url: server.url("/hello"))) }
             #expect(store.all.isEmpty)

@@ -91,7 +91,7 @@ func articleBuiltInManager(tokenURL: URL, savedToken: String) -> URLTaskManager 
         let token = try JSONDecoder().decode(TokenResponse.self, from: data)
         return BearerCredential(accessToken: token.access_token, expiresIn: .seconds(token.expires_in))
     }
-    return URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()], timeout: .seconds(30))
+    return URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()], transport: URLSessionTransport(), timeout: .seconds(30))
 }
 
 // MARK: - Proof
@@ -104,7 +104,8 @@ struct UsingURLTaskManagerArticleTests {
             let user = ArticleUserSession(token: await server.issueToken(), tokenURL: server.url("/token"))
             let manager = URLTaskManager(
                 interceptors: [ArticleAuthorizationInterceptor(user: user)],
-                reactors: [ArticleRefreshOn401Reactor(user: user)]
+                reactors: [ArticleRefreshOn401Reactor(user: user)],
+                transport: URLSessionTransport()
             )
             let (first, _) = try await manager.data(for: URLRequest(url: server.url("/protected")))
             #expect(String(decoding: first, as: UTF8.self).contains("loopback"))

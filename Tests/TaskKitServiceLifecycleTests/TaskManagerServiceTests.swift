@@ -90,7 +90,7 @@ struct TaskManagerServiceTests {
     }
 
     @Test func aURLTaskManagerRunsAsAServiceThroughItsTaskManager() async throws {
-        let manager = URLTaskManager(shutdownGracePeriod: .seconds(1))
+        let manager = URLTaskManager(transport: URLSessionTransport(), shutdownGracePeriod: .seconds(1))
         let probe = StartedProbe()
         let group = ServiceGroup(services: [manager, probe], logger: silentLogger)
         let running = Task { try await group.run() }

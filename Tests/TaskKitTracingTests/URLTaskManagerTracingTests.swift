@@ -94,7 +94,7 @@ import FoundationNetworking
             let (profiles, backend) = withTracer(tracer) {
                 (
                     MonoTask<String>(resultExpireDuration: .seconds(60), tracing: .distributedTracing) { .success("profile") },
-                    URLTaskManager(interceptors: [HTTPRetryPolicy()], tracing: .distributedTracing)
+                    URLTaskManager(interceptors: [HTTPRetryPolicy()], transport: URLSessionTransport(), tracing: .distributedTracing)
                 )
             }
             let ordersURL = server.url("/headers")

@@ -74,7 +74,7 @@ actor HTTPBenchFixtureStore {
             BearerCredential(accessToken: benchToken)
         }
         let manager = URLTaskManager(
-            interceptors: [authenticator, HTTPRetryPolicy()], configuration: configuration
+            interceptors: [authenticator, HTTPRetryPolicy()], transport: URLSessionTransport(configuration: configuration)
         )
         var clientConfiguration = AsyncHTTPClientTransport.recommendedConfiguration
         clientConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = concurrentRequests

@@ -11,7 +11,9 @@ extension Scenario {
     static let keyedMonoTask = Scenario(name: "keyed", title: "KeyedMonoTask — a bounded profile cache over URLTaskManager") {
         context, record in
         let server = context.server
-        let http = URLTaskManager(interceptors: [HTTPRetryPolicy()], timeout: .seconds(10))
+        let http = URLTaskManager(
+            interceptors: [HTTPRetryPolicy()], transport: URLSessionTransport(), timeout: .seconds(10)
+        )
         let profiles = KeyedMonoTask<String, DemoProfile>(
             maximumEntries: 16, resultExpireDuration: .seconds(60), staleWhileRevalidate: .seconds(300)
         ) { user in

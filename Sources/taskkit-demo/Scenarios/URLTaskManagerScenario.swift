@@ -28,7 +28,9 @@ extension Scenario {
                 initial: .milliseconds(50), scaleRate: 2, maximumDelay: .milliseconds(500), jitter: .full
             ))
         )
-        let manager = URLTaskManager(interceptors: [authenticator, retry], timeout: .seconds(20))
+        let manager = URLTaskManager(
+            interceptors: [authenticator, retry], transport: URLSessionTransport(), timeout: .seconds(20)
+        )
 
         await server.expireAllTokens()
         let refreshesBefore = await server.refreshCount()

@@ -1,0 +1,74 @@
+// The initialiser that picks URLSession without being asked, in one place: on Linux it is
+// deprecated, because FoundationNetworking stops the process when a server closes a connection
+// in the middle of the response headers (.ci/check-platform-conditionals allows platform
+// conditionals only in such files).
+import Foundation
+import Logging
+import TaskKit
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension URLTaskManager {
+    #if canImport(FoundationNetworking)
+    /// Creates a manager over a new `URLSession` made from `configuration`.
+    ///
+    /// Deprecated on Linux: FoundationNetworking's `URLSession` stops the process (`fatalError`)
+    /// when a server closes the connection in the middle of the response headers. Pass a
+    /// `transport:` instead: `AsyncHTTPClientTransport` (`TaskKitAsyncHTTPClient`) for servers you
+    /// do not control, or `URLSessionTransport(configuration:)` where you accept that risk.
+    ///
+    /// - Parameters: as for
+    ///   ``init(interceptors:reactors:transport:maxConcurrentTasks:timeout:clock:logger:metricsLabel:tracing:shutdownGracePeriod:)``,
+    ///   with `configuration` the session's configuration (default:
+    ///   ``URLSessionTransport/defaultConfiguration``; the URL cache is always dropped on Linux,
+    ///   see ``URLSessionTransport/init(configuration:)``).
+    @available(
+        *, deprecated,
+        message: "On Linux, URLSession stops the process when a server closes mid-headers: pass transport: AsyncHTTPClientTransport(...) (TaskKitAsyncHTTPClient), or URLSessionTransport(configuration:) to accept that"
+    )
+    public convenience init(
+        interceptors: [any URLTaskInterceptor] = [],
+        reactors: [any URLTaskReactor] = [],
+        configuration: URLSessionConfiguration = URLSessionTransport.defaultConfiguration,
+        maxConcurrentTasks: Int? = nil,
+        timeout: Duration? = nil,
+        clock: any Clock<Duration> = ContinuousClock(),
+        logger: Logger = TaskKitHTTPLogging.silent,
+        metricsLabel: String? = nil,
+        tracing: TaskTracing = .none,
+        shutdownGracePeriod: Duration = .seconds(10)
+    ) {
+        self.init(
+            interceptors: interceptors, reactors: reactors, transport: URLSessionTransport(configuration: configuration),
+            maxConcurrentTasks: maxConcurrentTasks, timeout: timeout, clock: clock, logger: logger,
+            metricsLabel: metricsLabel, tracing: tracing, shutdownGracePeriod: shutdownGracePeriod
+        )
+    }
+    #else
+    /// Creates a manager over a new `URLSession` made from `configuration`.
+    ///
+    /// - Parameters: as for
+    ///   ``init(interceptors:reactors:transport:maxConcurrentTasks:timeout:clock:logger:metricsLabel:tracing:shutdownGracePeriod:)``,
+    ///   with `configuration` the session's configuration (default:
+    ///   ``URLSessionTransport/defaultConfiguration``).
+    public convenience init(
+        interceptors: [any URLTaskInterceptor] = [],
+        reactors: [any URLTaskReactor] = [],
+        configuration: URLSessionConfiguration = URLSessionTransport.defaultConfiguration,
+        maxConcurrentTasks: Int? = nil,
+        timeout: Duration? = nil,
+        clock: any Clock<Duration> = ContinuousClock(),
+        logger: Logger = TaskKitHTTPLogging.silent,
+        metricsLabel: String? = nil,
+        tracing: TaskTracing = .none,
+        shutdownGracePeriod: Duration = .seconds(10)
+    ) {
+        self.init(
+            interceptors: interceptors, reactors: reactors, transport: URLSessionTransport(configuration: configuration),
+            maxConcurrentTasks: maxConcurrentTasks, timeout: timeout, clock: clock, logger: logger,
+            metricsLabel: metricsLabel, tracing: tracing, shutdownGracePeriod: shutdownGracePeriod
+        )
+    }
+    #endif
+}
