@@ -124,22 +124,14 @@ public final class URLSessionTransport: HTTPTransport {
     /// - Throws: a `URLError`, or ``URLTaskError/notHTTPResponse`` when the response is not an
     ///   `HTTPURLResponse`.
     public func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
-        if Self.reusedConnectionsResendAnyMethod, Self.needsOwnConnection(request) {
-            return try await sendOnOwnConnections(request)
+        if Self.goesOutOnItsOwnConnection(request) {
+            return try await sendOnItsOwnConnections(request)
         }
         return try await send(request, through: session)
     }
 
-    /// Whether `request` must not go out on a pooled connection where the session would re-send
-    /// it: a method that is not idempotent, or a request with a body (FoundationNetworking
-    /// cannot rewind an uploaded body, and such a re-send stalls until the request times out).
-    static func needsOwnConnection(_ request: URLRequest) -> Bool {
-        !HTTPRetryPolicy.idempotentMethods.contains((request.httpMethod ?? "GET").uppercased())
-            || request.httpBody != nil || request.httpBodyStream != nil
-    }
-
     /// Sends `request` through `session`, which follows redirects itself.
-    private func send(_ request: URLRequest, through session: URLSession) async throws -> (Data, HTTPURLResponse) {
+    func send(_ request: URLRequest, through session: URLSession) async throws -> (Data, HTTPURLResponse) {
         let cancellation = DataTaskCancellation()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Data, HTTPURLResponse), any Error>) in
@@ -172,22 +164,6 @@ public final class URLSessionTransport: HTTPTransport {
         }
     }
 
-    /// Sends `request`, and each redirect it gets, through a session of its own that reuses no
-    /// connection, so that the session cannot send any of them twice.
-    private func sendOnOwnConnections(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
-        let configuration = Self.cancellationSafe(session.configuration)
-        var current = request
-        for _ in 0...Self.maximumRedirects {
-            let delegate = SingleRequestDelegate()
-            let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
-            defer { session.finishTasksAndInvalidate() }
-            let (data, response) = try await delegate.send(current, through: session)
-            guard let next = Self.redirect(of: current, by: response) else { return (data, response) }
-            current = next
-        }
-        throw Self.normalized(URLError(.httpTooManyRedirects), for: current)
-    }
-
     /// The request `response` redirects `request` to, as `URLSession` makes it; `nil` when
     /// `response` is not a redirect to follow.
     ///
@@ -207,7 +183,6 @@ public final class URLSessionTransport: HTTPTransport {
         if (response.statusCode == 303 && method != "HEAD") || ([301, 302].contains(response.statusCode) && method == "POST") {
             next.httpMethod = "GET"
             next.httpBody = nil
-            next.httpBodyStream = nil
             next.setValue(nil, forHTTPHeaderField: "Content-Type")
             next.setValue(nil, forHTTPHeaderField: "Content-Length")
         }
@@ -269,84 +244,9 @@ public final class URLSessionTransport: HTTPTransport {
     }
 }
 
-/// The delegate of a session that sends one request: collects its response and body, and
-/// refuses redirects (the task then completes with the redirect response).
-///
-/// FoundationNetworking follows every redirect of a task made with a completion handler, so a
-/// request whose redirects the transport follows itself is a delegate task.
-private final class SingleRequestDelegate: NSObject, URLSessionDataDelegate, Sendable {
-    private struct State {
-        var continuation: CheckedContinuation<(Data, HTTPURLResponse), any Error>?
-        var request: URLRequest?
-        var response: URLResponse?
-        var data = Data()
-    }
-
-    private let state = LockedState(State())
-
-    /// Sends `request` through `session` (whose delegate this is) and returns its response.
-    func send(_ request: URLRequest, through session: URLSession) async throws -> (Data, HTTPURLResponse) {
-        let cancellation = DataTaskCancellation()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                // Resumed once, by `didCompleteWithError`, which URLSession calls exactly once
-                // per task (also when it is cancelled, started or not).
-                state.withLock { state in
-                    state.continuation = continuation
-                    state.request = request
-                }
-                let task = session.dataTask(with: request)
-                if cancellation.install(task) {
-                    task.resume()
-                } else {
-                    task.cancel()
-                }
-            }
-        } onCancel: {
-            cancellation.cancel()
-        }
-    }
-
-    func urlSession(
-        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
-    ) {
-        state.withLock { $0.response = response }
-        completionHandler(.allow)
-    }
-
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        state.withLock { $0.data.append(data) }
-    }
-
-    func urlSession(
-        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
-    ) {
-        completionHandler(nil)
-    }
-
-    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        let (continuation, request, response, data) = state.withLock { state in
-            defer { state.continuation = nil }
-            return (state.continuation, state.request, state.response ?? task.response, state.data)
-        }
-        guard let continuation, let request else { return }
-        if let error = error as? URLError {
-            continuation.resume(throwing: URLSessionTransport.normalized(error, for: request))
-        } else if let error {
-            continuation.resume(throwing: error)
-        } else if let http = response as? HTTPURLResponse {
-            continuation.resume(returning: (data, http))
-        } else {
-            continuation.resume(throwing: URLTaskError.notHTTPResponse)
-        }
-    }
-}
-
 /// The `URLSessionDataTask` of one ``URLSessionTransport/send(_:)``, and whether the calling task
 /// was cancelled, shared between the send and its cancellation handler.
-private final class DataTaskCancellation: Sendable {
+final class DataTaskCancellation: Sendable {
     private let state = LockedState<(task: URLSessionDataTask?, cancelled: Bool)>((nil, false))
 
     /// Records the task; `false` if the send was cancelled already (the task must not start).

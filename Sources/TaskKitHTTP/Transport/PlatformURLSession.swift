@@ -23,12 +23,18 @@ extension URLSessionTransport {
     public static let survivesCloseMidHeaders = true
     #endif
 
-    /// Whether the platform's `URLSession` re-sends a request of any method (`POST` included,
-    /// body rewound) when the pooled connection it went out on closes without a reply: libcurl,
-    /// under FoundationNetworking (Linux), does; Apple's re-sends only idempotent requests.
+    /// Whether ``send(_:)`` sends `request` (and its redirects) through a one-request session
+    /// instead of the shared one: on Linux, a request whose method is not idempotent or that
+    /// has a body, since libcurl, under FoundationNetworking, re-sends a request of any method
+    /// when the pooled connection it went out on closes without a reply (a `POST` twice, body
+    /// rewound; an uploaded body stalls until the request times out). Never on Apple platforms,
+    /// whose `URLSession` re-sends only idempotent requests.
     #if canImport(FoundationNetworking)
-    static let reusedConnectionsResendAnyMethod = true
+    static func goesOutOnItsOwnConnection(_ request: URLRequest) -> Bool {
+        !HTTPRetryPolicy.idempotentMethods.contains((request.httpMethod ?? "GET").uppercased())
+            || request.httpBody != nil || request.httpBodyStream != nil
+    }
     #else
-    static let reusedConnectionsResendAnyMethod = false
+    static func goesOutOnItsOwnConnection(_ request: URLRequest) -> Bool { false }
     #endif
 }
