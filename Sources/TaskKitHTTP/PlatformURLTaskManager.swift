@@ -19,7 +19,7 @@ extension URLTaskManager {
     /// do not control, or `URLSessionTransport(configuration:)` where you accept that risk.
     ///
     /// - Parameters: as for
-    ///   ``init(interceptors:reactors:transport:maxConcurrentTasks:timeout:clock:logger:metricsLabel:tracing:shutdownGracePeriod:)``,
+    ///   ``init(interceptors:reactors:transport:maxConcurrentTasks:timeout:clock:logger:metricsLabel:tracing:shutdownGracePeriod:coalescing:)``,
     ///   with `configuration` the session's configuration (default:
     ///   ``URLSessionTransport/defaultConfiguration``; the URL cache is always dropped on Linux,
     ///   see ``URLSessionTransport/init(configuration:)``).
@@ -37,19 +37,21 @@ extension URLTaskManager {
         logger: Logger = TaskKitHTTPLogging.silent,
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
-        shutdownGracePeriod: Duration = .seconds(10)
+        shutdownGracePeriod: Duration = .seconds(10),
+        coalescing: URLTaskCoalescing? = nil
     ) {
         self.init(
             interceptors: interceptors, reactors: reactors, transport: URLSessionTransport(configuration: configuration),
             maxConcurrentTasks: maxConcurrentTasks, timeout: timeout, clock: clock, logger: logger,
-            metricsLabel: metricsLabel, tracing: tracing, shutdownGracePeriod: shutdownGracePeriod
+            metricsLabel: metricsLabel, tracing: tracing, shutdownGracePeriod: shutdownGracePeriod,
+            coalescing: coalescing
         )
     }
     #else
     /// Creates a manager over a new `URLSession` made from `configuration`.
     ///
     /// - Parameters: as for
-    ///   ``init(interceptors:reactors:transport:maxConcurrentTasks:timeout:clock:logger:metricsLabel:tracing:shutdownGracePeriod:)``,
+    ///   ``init(interceptors:reactors:transport:maxConcurrentTasks:timeout:clock:logger:metricsLabel:tracing:shutdownGracePeriod:coalescing:)``,
     ///   with `configuration` the session's configuration (default:
     ///   ``URLSessionTransport/defaultConfiguration``).
     public convenience init(
@@ -62,12 +64,14 @@ extension URLTaskManager {
         logger: Logger = TaskKitHTTPLogging.silent,
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
-        shutdownGracePeriod: Duration = .seconds(10)
+        shutdownGracePeriod: Duration = .seconds(10),
+        coalescing: URLTaskCoalescing? = nil
     ) {
         self.init(
             interceptors: interceptors, reactors: reactors, transport: URLSessionTransport(configuration: configuration),
             maxConcurrentTasks: maxConcurrentTasks, timeout: timeout, clock: clock, logger: logger,
-            metricsLabel: metricsLabel, tracing: tracing, shutdownGracePeriod: shutdownGracePeriod
+            metricsLabel: metricsLabel, tracing: tracing, shutdownGracePeriod: shutdownGracePeriod,
+            coalescing: coalescing
         )
     }
     #endif

@@ -59,6 +59,10 @@ public final class URLTask: ManagedTask {
         var request: URLRequest
         var attempts = 0
         var executions = 0
+        /// Executions running now (a requeued task may run again, never twice at once).
+        var running = 0
+        /// Waiting for `running` to reach zero.
+        var idleWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     private let state: LockedState<State>
@@ -74,7 +78,33 @@ public final class URLTask: ManagedTask {
 
     /// Runs the request's attempts (adapt, send, retry) and returns the final response.
     public func execute() async throws -> URLTaskResponse {
-        try await pipeline.run(self)
+        state.withLock { $0.running += 1 }
+        defer { executionEnded() }
+        return try await pipeline.run(self)
+    }
+
+    private func executionEnded() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.running -= 1
+            guard state.running == 0 else { return [] }
+            defer { state.idleWaiters.removeAll() }
+            return state.idleWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns once no execution of the task runs: its transport call has returned. (A cancelled
+    /// manager answers its caller at once; a coalesced flight that was cancelled waits here, so
+    /// that the next flight for its key never overlaps it.)
+    func waitUntilNotExecuting() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let idle = state.withLock { state -> Bool in
+                if state.running == 0 { return true }
+                state.idleWaiters.append(continuation)
+                return false
+            }
+            if idle { continuation.resume() }
+        }
     }
 
     /// Counts an execution; more than one means a reactor requeued the task.

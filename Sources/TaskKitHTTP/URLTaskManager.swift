@@ -45,6 +45,8 @@ public final class URLTaskManager: Sendable {
     public let defaultTimeout: Duration?
 
     private let pipeline: URLTaskPipeline
+    /// The flights of identical requests, with `coalescing:`; `nil` without.
+    let coalescer: RequestCoalescer?
 
     /// Creates a manager over any ``HTTPTransport``.
     ///
@@ -73,6 +75,10 @@ public final class URLTaskManager: Sendable {
     ///     TaskKit's *Running on a server* article). `TaskTracing.none` (default): no span, no
     ///     cost.
     ///   - shutdownGracePeriod: see `TaskManager.shutdownGracePeriod`. Default: 10 seconds.
+    ///   - coalescing: With a configuration, identical eligible requests sent through
+    ///     ``data(for:timeout:)`` or ``response(for:timeout:)`` while one is in flight share its
+    ///     round trip (see ``URLTaskCoalescing`` and *Using URLTaskManager*); `nil` (default):
+    ///     every request goes out on its own.
     /// - Precondition: `timeout`, when given, is greater than zero.
     public init(
         interceptors: [any URLTaskInterceptor] = [],
@@ -84,7 +90,8 @@ public final class URLTaskManager: Sendable {
         logger: Logger = TaskKitHTTPLogging.silent,
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
-        shutdownGracePeriod: Duration = .seconds(10)
+        shutdownGracePeriod: Duration = .seconds(10),
+        coalescing: URLTaskCoalescing? = nil
     ) {
         if let timeout {
             precondition(timeout > .zero, "URLTaskManager: timeout must be > 0, got \(timeout)")
@@ -92,6 +99,9 @@ public final class URLTaskManager: Sendable {
         self.transport = transport
         self.interceptors = interceptors
         self.defaultTimeout = timeout
+        self.coalescer = coalescing.map {
+            RequestCoalescer(configuration: $0, clock: clock, logger: logger, metricsLabel: metricsLabel)
+        }
         self.pipeline = URLTaskPipeline(
             interceptors: interceptors, transport: transport, clock: clock, logger: logger,
             metrics: metricsLabel.map { URLTaskMetrics(label: $0) }, tracer: tracing.tracer
@@ -126,7 +136,25 @@ public final class URLTaskManager: Sendable {
     }
 
     /// Sends `request` and returns its ``URLTaskResponse``; as ``data(for:timeout:)``.
+    ///
+    /// With `coalescing:`, an eligible request joins an identical one in flight (see
+    /// ``URLTaskCoalescing``): the flight runs once, in a task of its own, without a deadline of
+    /// its own, and each caller waits for it at most its own `timeout` (or the manager's).
     public func response(for request: URLRequest, timeout: Duration? = nil) async throws -> URLTaskResponse {
+        if let coalescer, let key = coalescer.configuration.flightKey(for: request) {
+            let pipeline = self.pipeline
+            let taskManager = self.taskManager
+            return try await coalescer.response(for: request, key: key, timeout: timeout ?? defaultTimeout) {
+                let task = URLTask(request: request, timeout: nil, pipeline: pipeline)
+                do {
+                    return try await taskManager.value(of: task, timeout: nil)
+                } catch where Task.isCancelled {
+                    // Abandoned: end only once the transport call has returned.
+                    await task.waitUntilNotExecuting()
+                    throw error
+                }
+            }
+        }
         let task = makeTask(for: request, timeout: timeout)
         return try await taskManager.value(of: task, timeout: task.timeout)
     }
