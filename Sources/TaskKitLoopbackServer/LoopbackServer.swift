@@ -32,6 +32,8 @@ import Foundation
 /// | ``keepAliveURL(_:)`` `target` | 200 with a 6-byte body, connection kept |
 /// | ``keepAliveURL(_:)`` `closed-mid-headers` | the status line and part of a header, then a close |
 ///
+/// | ``keepAliveURL(_:)`` `flight?key=K&ms=N&fail=F` | answers after `N` ms (default 2) with the request's `X-Flight` header as the body, `503` for the first `F` requests carrying one `X-Flight` value, `200` after; closes the connection after answering, or as soon as the client closes it first (then it records no answer). Each answer's interval is kept (``flightIntervals()``) |
+///
 /// The `keepAliveURL` endpoints count each request they read, whole, by path
 /// (``keepAliveHits(_:)``): a request that reaches the server twice counts twice.
 public final class LoopbackServer: Sendable {
@@ -100,6 +102,21 @@ public final class LoopbackServer: Sendable {
     /// How many whole requests the keep-alive endpoint `path` (`"dies-when-reused"`, …, without
     /// the query) has read.
     public func keepAliveHits(_ path: String) async -> Int { await state.keepAliveHits[path, default: 0] }
+
+    /// An interval during which the `flight` endpoint worked on a request it answered.
+    public struct FlightInterval: Sendable {
+        /// The `key` query parameter.
+        public let key: String
+        /// The request's `X-Flight` header.
+        public let flight: String
+        /// When the server had read the request.
+        public let start: ContinuousClock.Instant
+        /// When it had written the answer.
+        public let end: ContinuousClock.Instant
+    }
+
+    /// Every answered request of the `flight` keep-alive endpoint, in the order they ended.
+    public func flightIntervals() async -> [FlightInterval] { await state.flightIntervals }
 
     /// The base URL of the well-formed endpoints, e.g. `http://127.0.0.1:54321`.
     public let baseURL: URL
@@ -204,6 +221,8 @@ actor ServerState {
     var rateLimitedCalls: [String: Int] = [:]
     var analyticsEvents = 0
     var keepAliveHits: [String: Int] = [:]
+    var flightIntervals: [LoopbackServer.FlightInterval] = []
+    var flightAttempts: [String: Int] = [:]
 
     typealias Knobs = LoopbackServer.Knobs
 
@@ -214,6 +233,14 @@ actor ServerState {
     func hit(_ endpoint: LoopbackServer.Endpoint) { hits[endpoint, default: 0] += 1 }
 
     func keepAliveHit(_ path: String) { keepAliveHits[path, default: 0] += 1 }
+
+    /// Counts an attempt of flight `flight`; returns how many came before it.
+    func flightAttempt(_ flight: String) -> Int {
+        defer { flightAttempts[flight, default: 0] += 1 }
+        return flightAttempts[flight, default: 0]
+    }
+
+    func recordFlight(_ interval: LoopbackServer.FlightInterval) { flightIntervals.append(interval) }
 
     func expireAllTokens() {
         for key in tokens.keys { tokens[key] = .distantPast }
@@ -447,6 +474,10 @@ final class RawListener: Sendable {
             // A keep-alive endpoint: read the body too, then answer or close.
             guard (try? await reader.body(length: contentLength(of: head))) != nil else { return }
             served += 1
+            if path.hasPrefix("/keep-alive/flight") {
+                await serveFlight(path: path, head: head, on: connection, state: state)
+                return
+            }
             guard await serveKeepAlive(path: path, reused: served > 1, on: connection, state: state) else { return }
         }
     }
@@ -493,6 +524,44 @@ final class RawListener: Sendable {
         }
         guard (try? await connection.write(Data(reply.utf8))) != nil else { return false }
         return keepOpen
+    }
+
+    /// Answers the `flight` endpoint's request after its delay, unless the client closes first.
+    private static func serveFlight(path: String, head: [UInt8], on connection: AsyncSocket, state: ServerState) async {
+        let start = ContinuousClock.now
+        await state.keepAliveHit("flight")
+        let query = Dictionary(
+            (URLComponents(string: path)?.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 }
+        )
+        let key = query["key"] ?? ""
+        let milliseconds = Int(query["ms"] ?? "") ?? 2
+        let failures = Int(query["fail"] ?? "") ?? 0
+        let flight = String(decoding: head, as: UTF8.self).split(separator: "\r\n")
+            .first { $0.lowercased().hasPrefix("x-flight:") }
+            .map { String($0.dropFirst("x-flight:".count)).trimmingCharacters(in: .whitespaces) } ?? "-"
+        guard await waitUnlessClosed(connection, for: .milliseconds(milliseconds)) else { return }
+        let failed = await state.flightAttempt(flight) < failures
+        let status = failed ? "503 Service Unavailable" : "200 OK"
+        let reply = "HTTP/1.1 \(status)\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: \(flight.utf8.count)\r\n\r\n\(flight)"
+        guard (try? await connection.write(Data(reply.utf8))) != nil else { return }
+        await state.recordFlight(LoopbackServer.FlightInterval(key: key, flight: flight, start: start, end: .now))
+    }
+
+    /// Waits `duration`; `false` as soon as the client closes the connection (or sends more).
+    private static func waitUnlessClosed(_ connection: AsyncSocket, for duration: Duration) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                _ = try? await connection.read(atMost: 1)
+                return false
+            }
+            group.addTask {
+                try? await Task.sleep(for: duration)
+                return true
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
     }
 
     /// Answers the one request of a connection to a misbehaving, truncated or garbage endpoint.

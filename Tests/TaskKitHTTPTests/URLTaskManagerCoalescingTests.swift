@@ -107,6 +107,7 @@ struct URLTaskManagerCoalescingTests {
             let first = Task { try await manager.data(for: URLRequest(url: url)) }
             let second = Task { try await manager.data(for: URLRequest(url: url)) }
             await callers(manager, 2)
+            await eventually("the flight reached the transport", pollingEvery: .milliseconds(2)) { gated.sent == 1 }
             first.cancel()  // the caller that started the flight
             await #expect(throws: CancellationError.self) { _ = try await first.boundedValue() }
             #expect(gated.cancelled == 0, "the flight goes on for the caller that remains")
@@ -136,6 +137,7 @@ struct URLTaskManagerCoalescingTests {
             let url = server.url("/hello")
             let abandoned = Task { try await manager.data(for: URLRequest(url: url)) }
             await callers(manager, 1)
+            await eventually("the flight reached the transport", pollingEvery: .milliseconds(2)) { gated.sent == 1 }
             abandoned.cancel()
             await #expect(throws: CancellationError.self) { _ = try await abandoned.boundedValue() }
             await eventually(pollingEvery: .milliseconds(2)) { gated.cancelled == 1 }
@@ -244,5 +246,97 @@ extension Array where Element: Sendable {
         var results: [T] = []
         for element in self { results.append(try await transform(element)) }
         return results
+    }
+}
+
+/// Tags each attempt with its flight (the `URLTask`'s request id), for the server to record.
+struct HTTPTestFlightTagger: URLTaskInterceptor {
+    func adapt(_ request: URLRequest, for task: URLTask, context: URLTaskContext) async throws -> URLRequest {
+        var request = request
+        request.setValue(String(task.requestID), forHTTPHeaderField: "X-Flight")
+        return request
+    }
+}
+
+@Suite("URLTaskManager coalescing under stress", .serialized, .timeLimit(.minutes(4)))
+struct URLTaskManagerCoalescingStressTests {
+    /// What one caller did and saw.
+    enum Outcome: Sendable {
+        case answered(flight: String)
+        case cancelled
+        case failed(String)
+    }
+
+    @Test(
+        "10,000 callers over 20 keys (joining, cancelled at random points, failing and retried): two flights that answered callers never overlap at the server, every caller not cancelled gets its flight's answer",
+        arguments: HTTPTestTransport.allCases
+    )
+    func stress(_ transport: HTTPTestTransport) async throws {
+        try await withHTTPTestServer { server in
+            let manager = URLTaskManager(
+                interceptors: [
+                    HTTPTestFlightTagger(),
+                    HTTPRetryPolicy(retry: .count(count: 2, intervalProxy: .fixed(timeInterval: 0))),
+                ],
+                transport: transport.make(), timeout: .seconds(60), coalescing: .standard
+            )
+            // Keys 0–14 answer at once; 15–19 fail each flight's first attempt (503, retried).
+            let urls = (0..<20).map { key in
+                server.keepAliveURL("flight?key=\(key)&ms=\(1 + key % 3)" + (key >= 15 ? "&fail=1" : ""))
+            }
+            var generator = SeededRandomNumberGenerator(seed: 0x5EED_0034)
+            let plan = (0..<10_000).map { _ in
+                (key: Int.random(in: 0..<20, using: &generator),
+                 cancelAfter: Bool.random(using: &generator) && Int.random(in: 0..<4, using: &generator) == 0
+                    ? Int.random(in: 0...4_000, using: &generator) : nil)
+            }
+            var outcomes: [Outcome] = []
+            outcomes.reserveCapacity(plan.count)
+            // At most 200 callers at a time.
+            for batch in stride(from: 0, to: plan.count, by: 200) {
+                let slice = plan[batch..<min(batch + 200, plan.count)]
+                let results = await withTaskGroup(of: Outcome.self) { group in
+                    for step in slice {
+                        group.addTask {
+                            let caller = Task { try await manager.data(for: URLRequest(url: urls[step.key])) }
+                            if let microseconds = step.cancelAfter {
+                                try? await Task.sleep(for: .microseconds(microseconds))
+                                caller.cancel()
+                            }
+                            switch await Result(catching: { try await caller.boundedValue() }) {
+                            case .success(let (data, response)) where response.statusCode == 200:
+                                return .answered(flight: String(decoding: data, as: UTF8.self))
+                            case .success(let (_, response)):
+                                return .failed("status \(response.statusCode)")
+                            case .failure(is CancellationError) where step.cancelAfter != nil:
+                                return .cancelled
+                            case .failure(let error):
+                                return .failed("\(error)")
+                            }
+                        }
+                    }
+                    return await group.reduce(into: [Outcome]()) { $0.append($1) }
+                }
+                outcomes += results
+            }
+            let failures = outcomes.compactMap { if case .failed(let why) = $0 { why } else { nil } }
+            #expect(failures.isEmpty, "\(failures.count) callers failed, e.g. \(failures.prefix(3))")
+            let answered = Set(outcomes.compactMap { if case .answered(let flight) = $0 { flight } else { nil } })
+            let cancelled = outcomes.filter { if case .cancelled = $0 { true } else { false } }.count
+            #expect(cancelled > 100, "the plan cancels about one caller in eight")
+            // Every answered flight's attempts, by key: none may overlap another's.
+            let intervals = await server.flightIntervals().filter { answered.contains($0.flight) }
+            var overlaps: [String] = []
+            for (key, byKey) in Dictionary(grouping: intervals, by: \.key) {
+                let sorted = byKey.sorted { $0.start < $1.start }
+                for (earlier, later) in zip(sorted, sorted.dropFirst()) where later.start < earlier.end && later.flight != earlier.flight {
+                    overlaps.append("key \(key): flights \(earlier.flight) and \(later.flight)")
+                }
+            }
+            #expect(overlaps.isEmpty, "\(overlaps.count) overlapping flights, e.g. \(overlaps.prefix(3))")
+            // Coalescing happened: far fewer flights than callers.
+            #expect(answered.count < outcomes.count / 4, "\(answered.count) flights for \(outcomes.count) callers")
+            #expect(manager.coalescer?.flightCount == 0)
+        }
     }
 }
