@@ -100,7 +100,9 @@ public final class URLTaskManager: Sendable {
         self.interceptors = interceptors
         self.defaultTimeout = timeout
         self.coalescer = coalescing.map {
-            RequestCoalescer(configuration: $0, clock: clock, logger: logger, metricsLabel: metricsLabel)
+            RequestCoalescer(
+                configuration: $0, clock: clock, logger: logger, metricsLabel: metricsLabel, tracer: tracing.tracer
+            )
         }
         self.pipeline = URLTaskPipeline(
             interceptors: interceptors, transport: transport, clock: clock, logger: logger,

@@ -83,6 +83,15 @@ struct DistributedTaskSpan<S: Span>: TaskSpan {
         span.end()
     }
 
+    var context: TaskTraceContext {
+        TaskTraceContext(span.context)
+    }
+
+    func addLink(to context: TaskTraceContext) {
+        guard let target = context.value as? InstrumentationContext else { return }
+        span.addLink(SpanLink(context: target, attributes: [:]))
+    }
+
     func propagationHeaders() -> [(name: String, value: String)] {
         var headers: [(name: String, value: String)] = []
         instrument.inject(span.context, into: &headers, using: HeaderInjector())

@@ -5,6 +5,7 @@ import TaskKit
 import TaskKitAsyncHTTPClient
 import TaskKitHTTP
 import TaskKitLoopbackServer
+import TaskKitTestSupport
 import TaskKitTracing
 import Testing
 import Tracing
@@ -82,6 +83,39 @@ import FoundationNetworking
             #expect(attempt.status?.code != .error)
             // The server received one W3C traceparent: the attempt's, in the handler's trace.
             #expect(traceparents(in: body) == ["00-\(attempt.traceID)-\(attempt.spanID)-01"])
+        }
+    }
+
+    @Test("a coalesced flight is a span under the caller that started it; a caller that joined it links to it")
+    func coalescedFlightSpans() async throws {
+        try await withServer { server in
+            let tracer = W3CInMemoryTracer()
+            let manager = URLTaskManager(
+                transport: Transport.urlSession.make(), timeout: .seconds(60),
+                tracing: .distributedTracing(tracer: tracer), coalescing: .standard
+            )
+            let url = server.url("/slow?ms=1000")
+            let first = Task {
+                try await tracer.withSpan("first") { _ async throws in try await manager.data(for: URLRequest(url: url)) }
+            }
+            // The flight's span is recorded when its task starts: wait for it to exist.
+            await eventually("the flight's span started", pollingEvery: .milliseconds(2)) {
+                tracer.recorder.activeSpans.contains { $0.operationName == "HTTP flight" }
+            }
+            let second = try await tracer.withSpan("second") { _ async throws in try await manager.data(for: URLRequest(url: url)) }
+            let firstResult = try await first.boundedValue()
+            #expect(firstResult.0 == second.0)
+            let spans = tracer.finishedSpans
+            let flight = try #require(spans.first { $0.operationName == "HTTP flight" })
+            let starter = try #require(spans.first { $0.operationName == "first" })
+            #expect(flight.parentSpanID == starter.spanID)
+            #expect(flight.attributes.get("taskkit.http.callers") == .int64(2))
+            // The request itself ran once, inside the flight.
+            #expect(spans.filter { $0.operationName == "URLTask" }.map(\.parentSpanID) == [flight.spanID])
+            let joined = try #require(spans.first { $0.operationName == "HTTP coalesced" })
+            let joiner = try #require(spans.first { $0.operationName == "second" })
+            #expect(joined.parentSpanID == joiner.spanID)
+            #expect(joined.links.compactMap { $0.context.inMemorySpanContext?.spanID } == [flight.spanID])
         }
     }
 

@@ -52,6 +52,11 @@ package protocol TaskSpan: Sendable {
     func setErrorStatus()
     /// Ends the span.
     func end()
+    /// The span's own context, to link other spans to it.
+    var context: TaskTraceContext { get }
+    /// Links the span to the span whose ``context`` is `context` (work it waited for, that ran
+    /// under another parent).
+    func addLink(to context: TaskTraceContext)
     /// The propagation headers of the span's context (W3C `traceparent` with a W3C instrument),
     /// to be sent with an outgoing request.
     func propagationHeaders() -> [(name: String, value: String)]

@@ -10,10 +10,12 @@ import FoundationNetworking
 /// under one lock, each flight's task, and each caller's deadline. Continuations are resumed and
 /// flights started or cancelled only after the lock is released.
 final class RequestCoalescer: Sendable {
-    /// A caller: its continuation, and how to start a flight with its request.
+    /// A caller: its continuation, how to start a flight with its request, and (with a tracer)
+    /// its trace context, the parent of a flight it starts.
     struct Waiter: Sendable {
         let continuation: CheckedContinuation<URLTaskResponse, any Error>
         let start: @Sendable () async throws -> URLTaskResponse
+        let context: TaskTraceContext?
     }
 
     typealias Machine = RequestCoalescingStateMachine<RequestFlightKey, Waiter>
@@ -23,6 +25,8 @@ final class RequestCoalescer: Sendable {
         var nextCaller: UInt64 = 0
         /// The task of each running flight, by flight id.
         var tasks: [UInt64: Task<Void, Never>] = [:]
+        /// With a tracer: the context of each running flight's span, by flight id.
+        var spans: [UInt64: TaskTraceContext] = [:]
     }
 
     let configuration: URLTaskCoalescing
@@ -31,11 +35,17 @@ final class RequestCoalescer: Sendable {
     private let logger: Logger
     /// `taskkit_http_coalesced_requests`, with a `metricsLabel`: callers that joined a flight.
     private let joinedCounter: Counter?
+    /// The tracing seam; `nil` without tracing.
+    private let tracer: (any TaskTracer)?
 
-    init(configuration: URLTaskCoalescing, clock: any Clock<Duration>, logger: Logger, metricsLabel: String?) {
+    init(
+        configuration: URLTaskCoalescing, clock: any Clock<Duration>, logger: Logger, metricsLabel: String?,
+        tracer: (any TaskTracer)? = nil
+    ) {
         self.configuration = configuration
         self.clock = clock
         self.logger = logger
+        self.tracer = tracer
         self.joinedCounter = metricsLabel.map {
             Counter(label: "taskkit_http_coalesced_requests", dimensions: [("name", $0)])
         }
@@ -62,23 +72,39 @@ final class RequestCoalescer: Sendable {
             return state.nextCaller
         }
         var deadline: Task<Void, Never>?
-        defer { deadline?.cancel() }
+        var joinSpan: (any TaskSpan)?
+        defer {
+            deadline?.cancel()
+            joinSpan?.end()
+        }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 // `nil`: the task was cancelled before the caller could join (the cancellation
                 // handler then found nothing to remove), so it must not wait.
-                let action = state.withLock { state -> Machine.JoinAction? in
-                    if Task.isCancelled { return nil }
-                    return state.machine.join(key: key, id: id, waiter: Waiter(continuation: continuation, start: start))
+                let joiner = tracer?.currentContext()
+                let (action, flightSpan) = state.withLock { state -> (Machine.JoinAction?, TaskTraceContext?) in
+                    if Task.isCancelled { return (nil, nil) }
+                    let action = state.machine.join(key: key, id: id, waiter: Waiter(continuation: continuation, start: start, context: joiner))
+                    guard case .joined(let flight) = action else { return (action, nil) }
+                    return (action, state.spans[flight])
                 }
                 switch action {
                 case nil:
                     continuation.resume(throwing: CancellationError())
                     return
                 case .start(let flight):
-                    launch(flight, key: key, start: start)
+                    launch(flight, key: key, start: start, parent: joiner)
                 case .joined(let flight):
                     joinedCounter?.increment()
+                    if let tracer {
+                        // The caller's own span, linked to the flight it waits for (a caller that
+                        // joins in the instant before the flight's span is recorded finds it by
+                        // the flight id alone).
+                        let span = tracer.startSpan("HTTP coalesced", kind: .internal, parent: joiner)
+                        span.setAttribute("taskkit.http.flight", Int(truncatingIfNeeded: flight))
+                        if let flightSpan { span.addLink(to: flightSpan) }
+                        joinSpan = span
+                    }
                     if logger.logLevel <= .debug {
                         logger.debug("joined", metadata: [
                             "event": "joined", "flight": .string(String(flight)),
@@ -118,20 +144,34 @@ final class RequestCoalescer: Sendable {
     }
 
     /// Starts flight `flight` in a task of its own (it belongs to no caller: no single caller's
-    /// cancellation ends it).
-    private func launch(_ flight: UInt64, key: RequestFlightKey, start: @escaping @Sendable () async throws -> URLTaskResponse) {
+    /// cancellation ends it). With a tracer, the flight is a span (`HTTP flight`, a child of the
+    /// caller that started it), which the callers that join it link to.
+    private func launch(
+        _ flight: UInt64, key: RequestFlightKey, start: @escaping @Sendable () async throws -> URLTaskResponse,
+        parent: TaskTraceContext?
+    ) {
+        let span = tracer?.startSpan("HTTP flight", kind: .internal, parent: parent)
+        span?.setAttribute("taskkit.http.flight", Int(truncatingIfNeeded: flight))
         let task = Task { [self] in
             let result: Result<URLTaskResponse, any Error>
             do {
-                result = .success(try await start())
+                if let span {
+                    result = .success(try await span.withCurrent(isolation: nil) { try await start() })
+                } else {
+                    result = .success(try await start())
+                }
             } catch {
+                span?.recordFailure(error)
                 result = .failure(error)
             }
-            finish(flight, key: key, result)
+            let callers = finish(flight, key: key, result)
+            span?.setAttribute("taskkit.http.callers", callers)
+            span?.end()
         }
         let running = state.withLock { state -> Bool in
             guard let current = state.machine.flights[key], current.id == flight, !current.abandoned else { return false }
             state.tasks[flight] = task
+            if let span { state.spans[flight] = span.context }
             return true
         }
         // Abandoned (or finished) before its task was recorded: cancelling a finished task does nothing.
@@ -139,13 +179,16 @@ final class RequestCoalescer: Sendable {
     }
 
     /// Flight `flight` ended: answers its callers, and starts the next flight for the callers
-    /// queued behind it, if any.
-    private func finish(_ flight: UInt64, key: RequestFlightKey, _ result: Result<URLTaskResponse, any Error>) {
+    /// queued behind it, if any. Returns how many callers it answered.
+    @discardableResult
+    private func finish(_ flight: UInt64, key: RequestFlightKey, _ result: Result<URLTaskResponse, any Error>) -> Int {
         let (waiters, next) = state.withLock { state in
             state.tasks[flight] = nil
+            state.spans[flight] = nil
             return state.machine.finish(key: key, flight: flight)
         }
         for waiter in waiters { waiter.continuation.resume(with: result) }
-        if let next { launch(next.flight, key: key, start: next.starter.start) }
+        if let next { launch(next.flight, key: key, start: next.starter.start, parent: next.starter.context) }
+        return waiters.count
     }
 }
