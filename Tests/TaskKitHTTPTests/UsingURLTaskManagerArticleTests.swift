@@ -130,6 +130,52 @@ struct UsingURLTaskManagerArticleTests {
         }
     }
 
+    @Test("coalescing: a screen of 30 avatars, 12 of them the same person, makes 19 requests", arguments: HTTPTestTransport.allCases)
+    func coalescedAvatars(_ transport: HTTPTestTransport) async throws {
+        // A slow profile endpoint keeps the first request in flight while the screen asks.
+        try await withHTTPTestServer(knobs: { var knobs = LoopbackServer.Knobs(); knobs.profileDelay = 2; return knobs }()) { server in
+            let visibleUsers = (0..<30).map { $0 < 12 ? "ada" : "user-\($0)" }
+            @Sendable func avatarURL(of user: String) -> URL { server.url("/profile?user=\(user)") }
+            // The article's code.
+            let manager = URLTaskManager(
+                interceptors: [HTTPRetryPolicy()],
+                transport: transport.make(),
+                coalescing: .standard   // GET and HEAD
+            )
+            let avatars = try await withThrowingTaskGroup(of: (Int, Data).self) { group in
+                for (row, user) in visibleUsers.enumerated() {
+                    group.addTask {
+                        let (data, _) = try await manager.data(for: URLRequest(url: avatarURL(of: user)))
+                        return (row, data)
+                    }
+                }
+                return try await group.reduce(into: [Int: Data]()) { $0[$1.0] = $1.1 }
+            }
+            #expect(avatars.count == 30)
+            #expect(Set((0..<12).compactMap { avatars[$0] }).count == 1)
+            #expect(await server.hits(.profile) == 19)
+        }
+    }
+
+    @Test("coalescing behind a KeyedMonoTask: repeats come from memory, a burst makes one request")
+    func coalescingBehindACache() async throws {
+        try await withHTTPTestServer { server in
+            @Sendable func profileURL(of user: String) -> URL { server.url("/profile?user=\(user)") }
+            let manager = URLTaskManager(transport: URLSessionTransport(), coalescing: .standard)
+            // The article's code.
+            let profiles = KeyedMonoTask<String, Data>(maximumEntries: 10_000, resultExpireDuration: .seconds(30)) { user in
+                try await manager.data(for: URLRequest(url: profileURL(of: user))).0
+            }
+            let burst = try await withThrowingTaskGroup(of: Data.self) { group in
+                for _ in 0..<20 { group.addTask { try await profiles.value(for: "ada") } }
+                return try await group.reduce(into: [Data]()) { $0.append($1) }
+            }
+            #expect(Set(burst).count == 1)
+            _ = try await profiles.value(for: "ada")
+            #expect(await server.hits(.profile) == 1)
+        }
+    }
+
     @Test("on a server: the manager, the authenticator and the retry policy over AsyncHTTPClient")
     func onAServer() async throws {
         try await withHTTPTestServer { server in
