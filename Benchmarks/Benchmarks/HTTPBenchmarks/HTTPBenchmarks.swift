@@ -20,6 +20,14 @@
 //   `overhead %`: 100 = same speed, 110 = 10% slower). Pairing each wave with its baseline
 //   cancels out most of the noise of a shared machine; read its median and spread.
 //
+// - "Coalescing: ...": `URLTaskManager(coalescing: .standard)` over AsyncHTTPClient against
+//   `GET /upstream`, which answers after 20 ms (an upstream's latency) and counts its requests.
+//   One sample of "1,000 identical GETs" sends 1,000 concurrent identical requests and checks that
+//   exactly one reached the server; "one GET" sends one. The paired benchmark records the 1,000
+//   callers' time in percent of one request's. A joined caller's own cost is the difference
+//   divided by 999 (time) and the sample's mallocs divided by 1,000; compare it with a caller of
+//   the plain manager answered from memory (the "... over AsyncHTTPClient: 640 GETs" wave / 640).
+//
 // Run: cd Benchmarks && swift package --disable-sandbox benchmark --target HTTPBenchmarks
 import AsyncHTTPClient
 import Benchmark
@@ -27,6 +35,7 @@ import FlyingFox
 import FlyingSocks
 import Foundation
 import NIOCore
+import Synchronization
 import TaskKit
 import TaskKitAsyncHTTPClient
 import TaskKitHTTP
@@ -48,7 +57,13 @@ actor HTTPBenchFixtureStore {
         let manager: URLTaskManager
         let client: AsyncHTTPClient.HTTPClient
         let clientManager: URLTaskManager
+        /// `GET /upstream`, answered after 20 ms.
+        let upstreamURL: URL
+        let coalescingManager: URLTaskManager
     }
+
+    /// The requests `GET /upstream` has received.
+    static let upstreamRequests = Atomic<Int>(0)
 
     private var fixture: Fixture?
     private var server: HTTPServer?
@@ -61,6 +76,11 @@ actor HTTPBenchFixtureStore {
                 return HTTPResponse(statusCode: .unauthorized)
             }
             return HTTPResponse(statusCode: .ok, body: Data("hello".utf8))
+        }
+        await server.appendRoute("GET /upstream") { _ in
+            HTTPBenchFixtureStore.upstreamRequests.wrappingAdd(1, ordering: .relaxed)
+            try await Task.sleep(for: .milliseconds(20))
+            return HTTPResponse(statusCode: .ok, body: Data("upstream".utf8))
         }
         Task { try await server.run() }
         try await server.waitUntilListening(timeout: 10)
@@ -85,9 +105,13 @@ actor HTTPBenchFixtureStore {
         let clientManager = URLTaskManager(
             interceptors: [authenticator, HTTPRetryPolicy()], transport: AsyncHTTPClientTransport(client: client)
         )
+        let coalescingManager = URLTaskManager(
+            transport: AsyncHTTPClientTransport(client: client), coalescing: .standard
+        )
         let fixture = Fixture(
             url: url, session: URLSession(configuration: configuration), manager: manager,
-            client: client, clientManager: clientManager
+            client: client, clientManager: clientManager,
+            upstreamURL: URL(string: "http://127.0.0.1:\(port)/upstream")!, coalescingManager: coalescingManager
         )
         self.server = server
         self.fixture = fixture
@@ -140,6 +164,23 @@ func managedClientWave(_ fixture: HTTPBenchFixtureStore.Fixture) async -> Int {
     }
 }
 
+/// `callers` concurrent identical GETs of `/upstream` through the coalescing manager; checks
+/// that every caller got the answer and that exactly one request reached the server.
+func coalescedBurst(_ fixture: HTTPBenchFixtureStore.Fixture, callers: Int) async {
+    let before = HTTPBenchFixtureStore.upstreamRequests.load(ordering: .relaxed)
+    let ok = await withTaskGroup(of: Bool.self) { group in
+        for _ in 0..<callers {
+            group.addTask {
+                (try? await fixture.coalescingManager.data(for: URLRequest(url: fixture.upstreamURL)).1.statusCode) == 200
+            }
+        }
+        return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+    }
+    let requests = HTTPBenchFixtureStore.upstreamRequests.load(ordering: .relaxed) - before
+    precondition(ok == callers, "HTTPBenchmarks: only \(ok) of \(callers) coalesced callers succeeded")
+    precondition(requests == 1, "HTTPBenchmarks: \(callers) identical GETs made \(requests) requests, not 1")
+}
+
 func checkWave(_ ok: Int) {
     precondition(ok == concurrentRequests * requestsPerWorker, "HTTPBenchmarks: only \(ok) requests succeeded")
 }
@@ -184,6 +225,27 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(overheadMetric, percent)
     }
 
+    Benchmark("Coalescing: 1,000 concurrent identical GETs (20 ms upstream)", configuration: configuration) { benchmark in
+        let fixture = try await HTTPBenchFixtureStore.shared.get()
+        benchmark.startMeasurement()
+        await coalescedBurst(fixture, callers: 1_000)
+        benchmark.stopMeasurement()
+    }
+    Benchmark("Coalescing: one GET (20 ms upstream)", configuration: configuration) { benchmark in
+        let fixture = try await HTTPBenchFixtureStore.shared.get()
+        benchmark.startMeasurement()
+        await coalescedBurst(fixture, callers: 1)
+        benchmark.stopMeasurement()
+    }
+    Benchmark("Coalescing: 1,000 identical GETs / one GET, paired", configuration: paired) { benchmark in
+        let fixture = try await HTTPBenchFixtureStore.shared.get()
+        let percent = await pairedPercent(
+            plain: { await coalescedBurst(fixture, callers: 1) },
+            managed: { await coalescedBurst(fixture, callers: 1_000) }
+        )
+        benchmark.measurement(overheadMetric, percent)
+    }
+
     Benchmark("URLTaskManager over AsyncHTTPClient / AsyncHTTPClient, paired waves", configuration: paired) { benchmark in
         let fixture = try await HTTPBenchFixtureStore.shared.get()
         let percent = try await pairedOverhead(
@@ -194,29 +256,24 @@ let benchmarks: @Sendable () -> Void = {
 }
 
 /// Two waves of each side, in alternating order so neither always runs on a warmer machine;
-/// the managed side's total time in percent of the plain side's.
+/// the managed side's total time in percent of the plain side's. Each wave's answers are checked.
 func pairedOverhead(plain plainWave: () async -> Int, managed managedWave: () async -> Int) async throws -> Int {
-    let clock = ContinuousClock()
-    var plain = Duration.zero
-    var managed = Duration.zero
-    for round in 0..<2 {
-        if round == 0 {
-            plain += try await clock.measureWave(plainWave)
-            managed += try await clock.measureWave(managedWave)
-        } else {
-            managed += try await clock.measureWave(managedWave)
-            plain += try await clock.measureWave(plainWave)
-        }
-    }
-    return Int((managed / plain * 100).rounded())
+    await pairedPercent(plain: { checkWave(await plainWave()) }, managed: { checkWave(await managedWave()) })
 }
 
-extension ContinuousClock {
-    func measureWave(_ wave: () async -> Int) async throws -> Duration {
-        let start = now
-        let ok = await wave()
-        let elapsed = start.duration(to: now)
-        checkWave(ok)
-        return elapsed
+/// `managed`'s time in percent of `plain`'s: two runs of each, in alternating order.
+func pairedPercent(plain: () async -> Void, managed: () async -> Void) async -> Int {
+    let clock = ContinuousClock()
+    var plainTime = Duration.zero
+    var managedTime = Duration.zero
+    for round in 0..<2 {
+        if round == 0 {
+            plainTime += await clock.measure { await plain() }
+            managedTime += await clock.measure { await managed() }
+        } else {
+            managedTime += await clock.measure { await managed() }
+            plainTime += await clock.measure { await plain() }
+        }
     }
+    return Int((managedTime / plainTime * 100).rounded())
 }
