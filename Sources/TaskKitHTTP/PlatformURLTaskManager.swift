@@ -10,69 +10,43 @@ import FoundationNetworking
 #endif
 
 extension URLTaskManager {
-    #if canImport(FoundationNetworking)
     /// Creates a manager over a new `URLSession` made from `configuration`.
     ///
     /// Deprecated on Linux: FoundationNetworking's `URLSession` stops the process (`fatalError`)
     /// when a server closes the connection in the middle of the response headers. Pass a
-    /// `transport:` instead: `AsyncHTTPClientTransport` (`TaskKitAsyncHTTPClient`) for servers you
-    /// do not control, or `URLSessionTransport(configuration:)` where you accept that risk.
+    /// `transport:` there instead: `AsyncHTTPClientTransport` (`TaskKitAsyncHTTPClient`) for
+    /// servers you do not control, or `URLSessionTransport(configuration:)` where you accept that
+    /// risk.
     ///
     /// - Parameters: as for
     ///   ``init(interceptors:reactors:transport:maxConcurrentTasks:timeout:clock:logger:metricsLabel:tracing:shutdownGracePeriod:coalescing:)``,
     ///   with `configuration` the session's configuration (default:
     ///   ``URLSessionTransport/defaultConfiguration``; the URL cache is always dropped on Linux,
     ///   see ``URLSessionTransport/init(configuration:)``).
+    #if canImport(FoundationNetworking)
     @available(
         *, deprecated,
         message: "On Linux, URLSession stops the process when a server closes mid-headers: pass transport: AsyncHTTPClientTransport(...) (TaskKitAsyncHTTPClient), or URLSessionTransport(configuration:) to accept that"
     )
-    public convenience init(
-        interceptors: [any URLTaskInterceptor] = [],
-        reactors: [any URLTaskReactor] = [],
-        configuration: URLSessionConfiguration = URLSessionTransport.defaultConfiguration,
-        maxConcurrentTasks: Int? = nil,
-        timeout: Duration? = nil,
-        clock: any Clock<Duration> = ContinuousClock(),
-        logger: Logger = TaskKitHTTPLogging.silent,
-        metricsLabel: String? = nil,
-        tracing: TaskTracing = .none,
-        shutdownGracePeriod: Duration = .seconds(10),
-        coalescing: URLTaskCoalescing? = nil
-    ) {
-        self.init(
-            interceptors: interceptors, reactors: reactors, transport: URLSessionTransport(configuration: configuration),
-            maxConcurrentTasks: maxConcurrentTasks, timeout: timeout, clock: clock, logger: logger,
-            metricsLabel: metricsLabel, tracing: tracing, shutdownGracePeriod: shutdownGracePeriod,
-            coalescing: coalescing
-        )
-    }
-    #else
-    /// Creates a manager over a new `URLSession` made from `configuration`.
-    ///
-    /// - Parameters: as for
-    ///   ``init(interceptors:reactors:transport:maxConcurrentTasks:timeout:clock:logger:metricsLabel:tracing:shutdownGracePeriod:coalescing:)``,
-    ///   with `configuration` the session's configuration (default:
-    ///   ``URLSessionTransport/defaultConfiguration``).
-    public convenience init(
-        interceptors: [any URLTaskInterceptor] = [],
-        reactors: [any URLTaskReactor] = [],
-        configuration: URLSessionConfiguration = URLSessionTransport.defaultConfiguration,
-        maxConcurrentTasks: Int? = nil,
-        timeout: Duration? = nil,
-        clock: any Clock<Duration> = ContinuousClock(),
-        logger: Logger = TaskKitHTTPLogging.silent,
-        metricsLabel: String? = nil,
-        tracing: TaskTracing = .none,
-        shutdownGracePeriod: Duration = .seconds(10),
-        coalescing: URLTaskCoalescing? = nil
-    ) {
-        self.init(
-            interceptors: interceptors, reactors: reactors, transport: URLSessionTransport(configuration: configuration),
-            maxConcurrentTasks: maxConcurrentTasks, timeout: timeout, clock: clock, logger: logger,
-            metricsLabel: metricsLabel, tracing: tracing, shutdownGracePeriod: shutdownGracePeriod,
-            coalescing: coalescing
-        )
-    }
     #endif
+    public convenience init(
+        interceptors: [any URLTaskInterceptor] = [],
+        reactors: [any URLTaskReactor] = [],
+        configuration: URLSessionConfiguration = URLSessionTransport.defaultConfiguration,
+        maxConcurrentTasks: Int? = nil,
+        timeout: Duration? = nil,
+        clock: any Clock<Duration> = ContinuousClock(),
+        logger: Logger = TaskKitHTTPLogging.silent,
+        metricsLabel: String? = nil,
+        tracing: TaskTracing = .none,
+        shutdownGracePeriod: Duration = .seconds(10),
+        coalescing: URLTaskCoalescing? = nil
+    ) {
+        self.init(
+            interceptors: interceptors, reactors: reactors, transport: URLSessionTransport(configuration: configuration),
+            maxConcurrentTasks: maxConcurrentTasks, timeout: timeout, clock: clock, logger: logger,
+            metricsLabel: metricsLabel, tracing: tracing, shutdownGracePeriod: shutdownGracePeriod,
+            coalescing: coalescing
+        )
+    }
 }
