@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Package traits (SE-0450): every integration that brings dependencies is opted into, so a
-// package depending on `TaskKit` or `TaskKitHTTP` with default traits
+// package depending on `TaskKit`, `TaskKitHTTP` or `TaskKitTesting` with default traits
 // fetches only swift-log, swift-collections and swift-metrics. Enable a trait on the
 // dependency to use its product: `.package(url: ..., from: ..., traits: ["AsyncHTTPClient"])`.
 // This repository's own build and tests need them all: `swift test --enable-all-traits`.
@@ -42,6 +42,8 @@ let package = Package(
     ],
     products: [
         .library(name: "TaskKit", targets: ["TaskKit"]),
+        // What tests of code that uses TaskKit need: a manual clock to inject.
+        .library(name: "TaskKitTesting", targets: ["TaskKitTesting"]),
         // `CoFuture` <-> `Publisher`: Combine on Apple platforms, OpenCombine (trait `OpenCombine`)
         // elsewhere.
         .library(name: "TaskKitCombine", targets: ["TaskKitCombine"]),
@@ -187,12 +189,15 @@ let package = Package(
             name: "TaskKitLoopbackServer",
             dependencies: [.product(name: "FlyingFox", package: "FlyingFox", condition: .when(traits: ["Examples"]))]
         ),
-        // Test-only helpers shared by the test targets: a manual clock, one gate, one `eventually`
-        // with a deadline, one dedicated-thread runner, a seeded random number generator.
+        // The manual clock for users' tests (the TaskKitTesting product).
+        .target(name: "TaskKitTesting", dependencies: ["TaskKit"]),
+        // Test-only helpers shared by the test targets: one gate, one `eventually` with a
+        // deadline, one dedicated-thread runner, a seeded random number generator, and the manual
+        // clock's wait that records a test issue.
         .target(
             name: "TaskKitTestSupport",
             dependencies: [
-                "TaskKit",
+                "TaskKit", "TaskKitTesting",
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]
@@ -200,7 +205,7 @@ let package = Package(
         .testTarget(
             name: "TaskKitTests",
             dependencies: [
-                "TaskKit", "TaskKitTestSupport",
+                "TaskKit", "TaskKitTestSupport", "TaskKitTesting",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]
         ),
@@ -217,7 +222,7 @@ let package = Package(
         .testTarget(
             name: "TaskKitHTTPTests",
             dependencies: [
-                "TaskKit", "TaskKitHTTP", "TaskKitTestSupport", "TaskKitLoopbackServer",
+                "TaskKit", "TaskKitHTTP", "TaskKitTestSupport", "TaskKitTesting", "TaskKitLoopbackServer",
                 "TaskKitAsyncHTTPClient",
                 .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["AsyncHTTPClient"])),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
@@ -238,7 +243,7 @@ let package = Package(
         .testTarget(
             name: "TaskKitServiceLifecycleTests",
             dependencies: [
-                "TaskKit", "TaskKitHTTP", "TaskKitServiceLifecycle", "TaskKitTestSupport",
+                "TaskKit", "TaskKitHTTP", "TaskKitServiceLifecycle", "TaskKitTestSupport", "TaskKitTesting",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["ServiceLifecycle"])),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: .when(traits: ["ServiceLifecycle"])),
                 .product(name: "Logging", package: "swift-log"),
