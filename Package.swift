@@ -34,6 +34,9 @@ let integrationTraits: [Trait] = [
     ),
 ]
 
+let enableAllTraitsByDefault =
+    Context.environment["TASKKIT_ALL_TRAITS"] == "1" || Context.environment["SPI_GENERATE_DOCS"] != nil
+
 let package = Package(
     name: "TaskKit",
     platforms: [
@@ -62,10 +65,11 @@ let package = Package(
         .executable(name: "taskkit-prometheus-example", targets: ["taskkit-prometheus-example"]),
     ],
     traits: Set(integrationTraits + [
-        // Nothing by default. `TASKKIT_ALL_TRAITS=1` in the environment turns every trait on by
-        // default, for tools that cannot pass `--enable-all-traits` (the Apple type-check in
-        // `.ci/run`).
-        .default(enabledTraits: Context.environment["TASKKIT_ALL_TRAITS"] == "1" ? Set(integrationTraits.map(\.name)) : []),
+        // Nothing by default. Every trait is on by default for tools that cannot pass
+        // `--enable-all-traits`: with `TASKKIT_ALL_TRAITS=1` in the environment (the Apple
+        // type-check in `.ci/run`) and when the Swift Package Index builds the documentation
+        // (it sets `SPI_GENERATE_DOCS`).
+        .default(enabledTraits: enableAllTraitsByDefault ? Set(integrationTraits.map(\.name)) : []),
     ]),
     // Every dependency after the first three is used only under a trait (`condition:
     // .when(traits:)`), so SwiftPM does not fetch it for a package that leaves the trait off.

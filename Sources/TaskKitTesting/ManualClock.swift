@@ -2,8 +2,8 @@ import TaskKit
 
 /// A clock whose time moves only when a test says so.
 ///
-/// Inject it wherever TaskKit takes a `clock:` (``TaskKit/MonoTask``, ``TaskKit/KeyedMonoTask``,
-/// ``TaskKit/TaskManager``, retry delays, deadlines) and every wait of the code under test becomes a
+/// Inject it wherever TaskKit takes a `clock:` (`MonoTask`, `KeyedMonoTask`,
+/// `TaskManager`, retry delays, deadlines) and every wait of the code under test becomes a
 /// step the test takes. Deterministic on any executor: code under test calls `sleep(until:)`,
 /// which registers a sleeper; the test waits until the expected number of sleepers is registered
 /// (``waitForSleepers(count:timeout:)``), then moves time with ``advance(by:)``, which resumes
