@@ -3,8 +3,8 @@ import TaskKitTestSupport
 import TaskKitTesting
 import Testing
 
-/// The examples of the TaskKitTesting catalog (`Sources/TaskKitTesting/TaskKitTesting.docc`) and
-/// of `ManualClock`'s documentation, as written there.
+/// The examples of the TaskKitTesting catalog (`Sources/TaskKitTesting/TaskKitTesting.docc`; the
+/// first is also the README's) and of `ManualClock`'s documentation, as written there.
 @Suite struct TaskKitTestingArticleExamples {
     @Test func theTokenIsLoadedAgainAfterItsTimeToLive() async throws {
         let clock = ManualClock()
