@@ -1,3 +1,4 @@
+#if AsyncHTTPClient
 import AsyncHTTPClient
 import Foundation
 import NIOCore
@@ -225,3 +226,5 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         return URLError(code, userInfo: userInfo)
     }
 }
+
+#endif

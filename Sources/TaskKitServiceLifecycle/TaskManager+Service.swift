@@ -1,3 +1,4 @@
+#if ServiceLifecycle
 import ServiceLifecycle
 import TaskKit
 import TaskKitHTTP
@@ -39,3 +40,5 @@ extension URLTaskManager: Service {
         try await taskManager.run()
     }
 }
+
+#endif

@@ -1,3 +1,4 @@
+#if Tracing
 import TaskKit
 import Tracing
 
@@ -100,3 +101,5 @@ struct HeaderInjector: Injector {
         carrier.append((key, value))
     }
 }
+
+#endif
