@@ -5,18 +5,19 @@ import FoundationNetworking
 import TaskKitLoopbackServer
 
 /// One workload run twice, the same callers against the same server: the naive way (each caller
-/// does its own request: no single-flight, no coalescing, no shared token refresh) and through
-/// TaskKit. What is counted is what the upstream server received.
+/// does its own request and handles its own result: no single-flight, no coalescing, no shared
+/// token refresh, no cancelling of outdated work) and through TaskKit. What is counted is what the
+/// upstream server received, or for a UI workload the results handled.
 struct Comparison: Codable, Sendable {
     struct Run: Codable, Sendable {
-        /// Requests the server received for the counted endpoint.
-        let upstreamRequests: Int
+        /// Requests the server received for the counted endpoint, or results handled.
+        let count: Int
         let seconds: Double
     }
 
     let scenario: String
     let workload: String
-    /// What `upstreamRequests` counts, such as `GET /profile`.
+    /// What `count` counts, such as `GET /profile`.
     let counted: String
     let naive: Run
     let taskKit: Run
@@ -31,7 +32,7 @@ func measuredRun(
     let start = ContinuousClock.now
     try await work()
     let elapsed = start.duration(to: .now)
-    return Comparison.Run(upstreamRequests: await counted(server) - before, seconds: elapsed.seconds)
+    return Comparison.Run(count: await counted(server) - before, seconds: elapsed.seconds)
 }
 
 extension DemoContext {

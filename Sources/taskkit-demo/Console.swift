@@ -48,19 +48,20 @@ struct Console: Sendable {
         }
     }
 
-    /// The workloads run both ways, side by side: upstream requests and wall time.
+    /// The workloads run both ways, side by side: upstream requests (or results handled) and wall
+    /// time.
     func comparisonTable(_ comparisons: [Comparison]) {
         guard !comparisons.isEmpty else { return }
-        let header = ["scenario", "workload", "upstream requests", "naive", "TaskKit", "naive time", "TaskKit time"]
+        let header = ["scenario", "workload", "counted", "naive", "TaskKit", "naive time", "TaskKit time"]
         let rows = comparisons.map { comparison in
             [
                 comparison.scenario, comparison.workload, comparison.counted,
-                "\(comparison.naive.upstreamRequests)", "\(comparison.taskKit.upstreamRequests)",
+                "\(comparison.naive.count)", "\(comparison.taskKit.count)",
                 String(format: "%.2f s", comparison.naive.seconds), String(format: "%.2f s", comparison.taskKit.seconds),
             ]
         }
         line("")
-        line("The same workloads without TaskKit (each caller sends its own requests) and with it:")
+        line("The same workloads without TaskKit (each caller sends its own requests and handles every result) and with it:")
         table(header: header, rows: rows)
     }
 

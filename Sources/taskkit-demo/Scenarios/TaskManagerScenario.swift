@@ -60,7 +60,7 @@ extension Scenario {
         }
         record.compare(
             "taskmanager", workload: "\(requests) concurrent requests, expired token", counted: "POST /token",
-            naive: naive, taskKit: Comparison.Run(upstreamRequests: refreshes, seconds: elapsed.seconds)
+            naive: naive, taskKit: Comparison.Run(count: refreshes, seconds: elapsed.seconds)
         )
     }
 }

@@ -68,7 +68,7 @@ extension Scenario {
         }
         record.compare(
             "http", workload: "\(requests) concurrent requests, expired token", counted: "POST /token",
-            naive: naive, taskKit: Comparison.Run(upstreamRequests: refreshes, seconds: elapsed.seconds)
+            naive: naive, taskKit: Comparison.Run(count: refreshes, seconds: elapsed.seconds)
         )
 
         // 2. A flaky endpoint answers 503 twice, then 200: the retry policy gets there.
