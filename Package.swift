@@ -1,6 +1,42 @@
 // swift-tools-version: 6.2
 import PackageDescription
 
+// Package traits (SE-0450): every integration that brings dependencies is opted into, so a
+// package depending on `TaskKit`, `TaskKitHTTP` or `TaskKitTesting` with default traits
+// fetches only swift-log, swift-collections and swift-metrics. Enable a trait on the
+// dependency to use its product: `.package(url: ..., from: ..., traits: ["AsyncHTTPClient"])`.
+// This repository's own build and tests need them all: `swift test --enable-all-traits`.
+let integrationTraits: [Trait] = [
+    .trait(
+        name: "AsyncHTTPClient",
+        description: "The TaskKitAsyncHTTPClient product: URLTaskManager's transport on AsyncHTTPClient and SwiftNIO."
+    ),
+    .trait(
+        name: "PostgreSQL",
+        description: "The TaskKitPostgres product: single-flight across processes on postgres-nio."
+    ),
+    .trait(
+        name: "ServiceLifecycle",
+        description: "The TaskKitServiceLifecycle product: TaskManager and URLTaskManager as swift-service-lifecycle services."
+    ),
+    .trait(
+        name: "Tracing",
+        description: "The TaskKitTracing product: spans through swift-distributed-tracing."
+    ),
+    .trait(
+        name: "OpenCombine",
+        description: "The TaskKitCombine product on platforms without Combine (Linux, Windows, Android): builds it on OpenCombine."
+    ),
+    .trait(
+        name: "Examples",
+        description: "This repository's executables (taskkit-demo, taskkit-prometheus-example) and the loopback HTTP server (FlyingFox) they and its tests use.",
+        enabledTraits: ["OpenCombine"]
+    ),
+]
+
+let enableAllTraitsByDefault =
+    Context.environment["TASKKIT_ALL_TRAITS"] == "1" || Context.environment["SPI_GENERATE_DOCS"] != nil
+
 let package = Package(
     name: "TaskKit",
     platforms: [
@@ -9,28 +45,39 @@ let package = Package(
     ],
     products: [
         .library(name: "TaskKit", targets: ["TaskKit"]),
+        // What tests of code that uses TaskKit need: a manual clock to inject.
+        .library(name: "TaskKitTesting", targets: ["TaskKitTesting"]),
+        // `CoFuture` <-> `Publisher`: Combine on Apple platforms, OpenCombine (trait `OpenCombine`)
+        // elsewhere.
         .library(name: "TaskKitCombine", targets: ["TaskKitCombine"]),
         .library(name: "TaskKitHTTP", targets: ["TaskKitHTTP"]),
-        // The HTTP transport for servers. Only this product builds AsyncHTTPClient: a user of
-        // `TaskKit` or `TaskKitHTTP` alone never does.
+        // The HTTP transport for servers (trait `AsyncHTTPClient`).
         .library(name: "TaskKitAsyncHTTPClient", targets: ["TaskKitAsyncHTTPClient"]),
-        // Single-flight across processes on PostgreSQL. Only this product builds postgres-nio.
+        // Single-flight across processes on PostgreSQL (trait `PostgreSQL`).
         .library(name: "TaskKitPostgres", targets: ["TaskKitPostgres"]),
-        // `TaskManager` and `URLTaskManager` as swift-service-lifecycle services. Only this product
-        // builds swift-service-lifecycle.
+        // `TaskManager` and `URLTaskManager` as swift-service-lifecycle services (trait
+        // `ServiceLifecycle`).
         .library(name: "TaskKitServiceLifecycle", targets: ["TaskKitServiceLifecycle"]),
-        // Tracing through swift-distributed-tracing, opted into per instance. Only this product
-        // builds swift-distributed-tracing: `TaskKit` and `TaskKitHTTP` only hold its seam.
+        // Tracing through swift-distributed-tracing, opted into per instance (trait `Tracing`):
+        // `TaskKit` and `TaskKitHTTP` only hold its seam.
         .library(name: "TaskKitTracing", targets: ["TaskKitTracing"]),
         .executable(name: "taskkit-demo", targets: ["taskkit-demo"]),
         .executable(name: "taskkit-prometheus-example", targets: ["taskkit-prometheus-example"]),
     ],
+    traits: Set(integrationTraits + [
+        // Nothing by default. Every trait is on by default for tools that cannot pass
+        // `--enable-all-traits`: with `TASKKIT_ALL_TRAITS=1` in the environment (the Apple
+        // type-check in `.ci/run`) and when the Swift Package Index builds the documentation
+        // (it sets `SPI_GENERATE_DOCS`).
+        .default(enabledTraits: enableAllTraitsByDefault ? Set(integrationTraits.map(\.name)) : []),
+    ]),
+    // Every dependency after the first three is used only under a trait (`condition:
+    // .when(traits:)`), so SwiftPM does not fetch it for a package that leaves the trait off.
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
         // API only: TaskKit reports through whatever `MetricsSystem` the application bootstraps.
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
-        // The TaskKitTracing product only.
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         .package(url: "https://github.com/OpenCombine/OpenCombine.git", from: "0.14.0"),
         .package(url: "https://github.com/swhitty/FlyingFox.git", from: "0.27.0"),
@@ -41,9 +88,10 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         // Already a dependency of postgres-nio: SHA-256 of the keys.
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
-        // The Prometheus example only (its own executable target: nothing else builds it).
+        // The Prometheus example only (trait `Examples`).
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
-        // Documentation only: `swift package generate-documentation --target TaskKit`.
+        // Documentation only (`scripts/build-docs`). No target uses it, so a package depending on
+        // TaskKit never fetches it.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.4.0"),
     ],
     targets: [
@@ -61,7 +109,7 @@ let package = Package(
                 "TaskKit",
                 .product(
                     name: "OpenCombine", package: "OpenCombine",
-                    condition: .when(platforms: [.linux, .windows, .android, .wasi, .openbsd])
+                    condition: .when(platforms: [.linux, .windows, .android, .wasi, .openbsd], traits: ["OpenCombine"])
                 ),
             ]
         ),
@@ -78,20 +126,20 @@ let package = Package(
             dependencies: [
                 "TaskKit",
                 "TaskKitHTTP",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["AsyncHTTPClient"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["AsyncHTTPClient"])),
+                .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(traits: ["AsyncHTTPClient"])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["AsyncHTTPClient"])),
             ]
         ),
         .target(
             name: "TaskKitPostgres",
             dependencies: [
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["PostgreSQL"])),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio", condition: .when(traits: ["PostgreSQL"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["PostgreSQL"])),
             ]
         ),
         .target(
@@ -99,14 +147,14 @@ let package = Package(
             dependencies: [
                 "TaskKit",
                 "TaskKitHTTP",
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["ServiceLifecycle"])),
             ]
         ),
         .target(
             name: "TaskKitTracing",
             dependencies: [
                 "TaskKit",
-                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Tracing", package: "swift-distributed-tracing", condition: .when(traits: ["Tracing"])),
             ]
         ),
         // The worker process the TaskKitPostgres tests and benchmarks start: callers of one
@@ -115,7 +163,7 @@ let package = Package(
             name: "taskkit-postgres-worker",
             dependencies: [
                 "TaskKitPostgres",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -126,7 +174,7 @@ let package = Package(
                 "TaskKitHTTP",
                 "TaskKitCombine",
                 "TaskKitLoopbackServer",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser", condition: .when(traits: ["Examples"])),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -137,7 +185,7 @@ let package = Package(
             dependencies: [
                 "TaskKitHTTP",
                 "TaskKitAsyncHTTPClient",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["AsyncHTTPClient"])),
             ]
         ),
         // Exports TaskKit's metrics in Prometheus text format while a workload runs.
@@ -146,21 +194,24 @@ let package = Package(
             dependencies: [
                 "TaskKit",
                 .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Prometheus", package: "swift-prometheus", condition: .when(traits: ["Examples"])),
             ]
         ),
         // An embedded loopback HTTP server (FlyingFox) with the endpoints the HTTP tests and the
         // demo exercise: expiring tokens, flaky resources, Retry-After, slow and broken responses.
         .target(
             name: "TaskKitLoopbackServer",
-            dependencies: [.product(name: "FlyingFox", package: "FlyingFox")]
+            dependencies: [.product(name: "FlyingFox", package: "FlyingFox", condition: .when(traits: ["Examples"]))]
         ),
-        // Test-only helpers shared by the test targets: a manual clock, one gate, one `eventually`
-        // with a deadline, one dedicated-thread runner, a seeded random number generator.
+        // The manual clock for users' tests (the TaskKitTesting product).
+        .target(name: "TaskKitTesting", dependencies: ["TaskKit"]),
+        // Test-only helpers shared by the test targets: one gate, one `eventually` with a
+        // deadline, one dedicated-thread runner, a seeded random number generator, and the manual
+        // clock's wait that records a test issue.
         .target(
             name: "TaskKitTestSupport",
             dependencies: [
-                "TaskKit",
+                "TaskKit", "TaskKitTesting",
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]
@@ -168,7 +219,7 @@ let package = Package(
         .testTarget(
             name: "TaskKitTests",
             dependencies: [
-                "TaskKit", "TaskKitTestSupport",
+                "TaskKit", "TaskKitTestSupport", "TaskKitTesting",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]
         ),
@@ -178,16 +229,16 @@ let package = Package(
                 "TaskKit", "TaskKitCombine",
                 .product(
                     name: "OpenCombine", package: "OpenCombine",
-                    condition: .when(platforms: [.linux, .windows, .android, .wasi, .openbsd])
+                    condition: .when(platforms: [.linux, .windows, .android, .wasi, .openbsd], traits: ["OpenCombine"])
                 ),
             ]
         ),
         .testTarget(
             name: "TaskKitHTTPTests",
             dependencies: [
-                "TaskKit", "TaskKitHTTP", "TaskKitTestSupport", "TaskKitLoopbackServer",
+                "TaskKit", "TaskKitHTTP", "TaskKitTestSupport", "TaskKitTesting", "TaskKitLoopbackServer",
                 "TaskKitAsyncHTTPClient",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["AsyncHTTPClient"])),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]
         ),
@@ -197,18 +248,18 @@ let package = Package(
             dependencies: [
                 "TaskKit", "TaskKitHTTP", "TaskKitTracing", "TaskKitTestSupport", "TaskKitLoopbackServer",
                 "TaskKitAsyncHTTPClient",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Tracing", package: "swift-distributed-tracing"),
-                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["AsyncHTTPClient"])),
+                .product(name: "Tracing", package: "swift-distributed-tracing", condition: .when(traits: ["Tracing"])),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing", condition: .when(traits: ["Tracing"])),
             ]
         ),
         // Inside a real `ServiceGroup`, shut down by a signal.
         .testTarget(
             name: "TaskKitServiceLifecycleTests",
             dependencies: [
-                "TaskKit", "TaskKitHTTP", "TaskKitServiceLifecycle", "TaskKitTestSupport",
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                "TaskKit", "TaskKitHTTP", "TaskKitServiceLifecycle", "TaskKitTestSupport", "TaskKitTesting",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["ServiceLifecycle"])),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: .when(traits: ["ServiceLifecycle"])),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -217,9 +268,9 @@ let package = Package(
             name: "TaskKitPostgresTests",
             dependencies: [
                 "TaskKitPostgres", "TaskKitTestSupport",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["PostgreSQL"])),
             ]
         ),
     ],

@@ -16,7 +16,8 @@ let package = Package(
     name: "TaskKitBenchmarks",
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     dependencies: [
-        .package(name: "TaskKit", path: ".."),
+        // TaskKit's integrations measured here: TaskKitAsyncHTTPClient, TaskKitPostgres.
+        .package(name: "TaskKit", path: "..", traits: ["AsyncHTTPClient", "PostgreSQL"]),
         .package(url: "https://github.com/ordo-one/benchmark.git", from: "1.38.0", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.80.0"),
         .package(url: "https://github.com/OpenCombine/OpenCombine.git", from: "0.14.0"),

@@ -1,3 +1,4 @@
+#if AsyncHTTPClient
 import AsyncHTTPClient
 import Foundation
 import NIOCore
@@ -8,7 +9,7 @@ import TaskKitHTTP
 import FoundationNetworking
 #endif
 
-/// An `HTTPTransport` over swift-server's AsyncHTTPClient, for ``URLTaskManager`` on a server.
+/// An `HTTPTransport` over swift-server's AsyncHTTPClient, for `URLTaskManager` on a server.
 ///
 /// ```swift
 /// let client = HTTPClient(
@@ -26,8 +27,8 @@ import FoundationNetworking
 /// The transport never creates or shuts down a client: it uses the one it is given
 /// (`HTTPClient.shared` by default), and the client's lifetime stays with whoever created it.
 ///
-/// It behaves as ``URLSessionTransport`` does, so that ``URLTaskManager``, the bearer
-/// authenticator and ``HTTPRetryPolicy`` work unchanged:
+/// It behaves as `URLSessionTransport` does, so that `URLTaskManager`, the bearer
+/// authenticator and `HTTPRetryPolicy` work unchanged:
 /// - every HTTP status is a response, not an error;
 /// - failures are thrown as the `URLError` codes of the failure table in *Using URLTaskManager*
 ///   (a connection closed or reset before the response was complete is
@@ -80,7 +81,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
 
     /// Sends `request` through the client and collects the response body.
     ///
-    /// - Throws: a `URLError` (see the type's documentation), or ``URLTaskError/unsupportedURL(_:)``
+    /// - Throws: a `URLError` (see the type's documentation), or `URLTaskError.unsupportedURL(_:)`
     ///   for a request without an absolute `http` or `https` URL.
     public func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
@@ -180,7 +181,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
 
     /// `error`, from AsyncHTTPClient or swift-nio, as the `URLError` `URLSession` reports for the
     /// same failure (see the failure table in *Using URLTaskManager*); `error` itself is the
-    /// result's underlying error. A `URLError` or ``URLTaskError`` is returned unchanged.
+    /// result's underlying error. A `URLError` or `URLTaskError` is returned unchanged.
     ///
     /// - Parameters:
     ///   - error: The error the client threw.
@@ -235,3 +236,5 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
         return URLError(code, userInfo: userInfo)
     }
 }
+
+#endif

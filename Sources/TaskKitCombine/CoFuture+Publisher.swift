@@ -1,3 +1,4 @@
+#if canImport(Combine) || OpenCombine
 #if canImport(Combine)
 import Combine
 #else
@@ -103,3 +104,5 @@ final class CoFutureSubscription<Value: Sendable>: Subscription, @unchecked Send
 
     var combineIdentifier: CombineIdentifier { CombineIdentifier(self) }
 }
+
+#endif

@@ -1,3 +1,4 @@
+#if canImport(Combine) || OpenCombine
 #if canImport(Combine)
 import Combine
 #else
@@ -79,3 +80,5 @@ final class FirstValueSubscriber<Input: Sendable, Failure: Error>: Subscriber, @
 
     var combineIdentifier: CombineIdentifier { CombineIdentifier(self) }
 }
+
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import NIOConcurrencyHelpers
 
@@ -124,3 +125,5 @@ final class FlightTable: Sendable {
         waiter?.resume(throwing: CancellationError())
     }
 }
+
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Crypto
 import Foundation
 
@@ -29,3 +30,5 @@ struct KeyDigest: Sendable, Hashable {
         self.prefix = Data(key.utf8.prefix(Self.prefixLength))
     }
 }
+
+#endif

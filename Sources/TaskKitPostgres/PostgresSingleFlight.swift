@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Logging
 import PostgresNIO
@@ -289,3 +290,5 @@ public final class PostgresSingleFlight: Sendable {
         _ = try await self.query(query, statement: statement)
     }
 }
+
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 /// An error of ``PostgresSingleFlight`` itself; a `load` closure's own errors reach its callers
 /// unchanged.
 public enum PostgresSingleFlightError: Error, Sendable, CustomStringConvertible {
@@ -34,3 +35,5 @@ public enum PostgresSingleFlightError: Error, Sendable, CustomStringConvertible 
         }
     }
 }
+
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import NIOCore
 import PostgresNIO
@@ -119,3 +120,5 @@ struct SingleFlightStatements: Sendable {
         """
     }
 }
+
+#endif

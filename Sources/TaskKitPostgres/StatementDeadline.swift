@@ -1,3 +1,4 @@
+#if PostgreSQL
 import NIOConcurrencyHelpers
 
 /// Runs `operation` in a task of its own and returns its result, or throws
@@ -92,3 +93,5 @@ private final class DeadlineRace<Result: Sendable>: Sendable {
         continuation?.resume(with: result)
     }
 }
+
+#endif

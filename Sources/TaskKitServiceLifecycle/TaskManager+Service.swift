@@ -1,3 +1,4 @@
+#if ServiceLifecycle
 import ServiceLifecycle
 import TaskKit
 import TaskKitHTTP
@@ -16,9 +17,9 @@ extension TaskManager: Service {
     /// Runs until the service group shuts down gracefully, then shuts the manager down.
     ///
     /// Until then the manager works as usual. On graceful shutdown this calls
-    /// ``TaskKit/TaskManager/shutDown()``: new tasks are refused with
-    /// ``TaskKit/TaskError/shuttingDown``, started and queued tasks get
-    /// ``TaskKit/TaskManager/shutdownGracePeriod`` to finish, and what remains is cancelled. If
+    /// `TaskManager.shutDown()`: new tasks are refused with
+    /// `TaskError.shuttingDown`, started and queued tasks get
+    /// `TaskManager.shutdownGracePeriod` to finish, and what remains is cancelled. If
     /// this task is cancelled (the group's cancellation, or its `gracefulShutdownTimeout`),
     /// before or during the grace period, what remains is cancelled at once. Returns (never
     /// throws) once every caller has been answered.
@@ -31,11 +32,13 @@ extension TaskManager: Service {
 }
 
 /// A ``TaskKitHTTP/URLTaskManager`` runs as a swift-service-lifecycle `Service`, through its
-/// ``TaskKitHTTP/URLTaskManager/taskManager``: see `TaskManager`'s `run()`.
+/// `URLTaskManager.taskManager`: see `TaskManager`'s `run()`.
 extension URLTaskManager: Service {
     /// Runs until the service group shuts down gracefully, then shuts the manager down: in-flight
-    /// requests get the grace period, new requests fail with ``TaskKit/TaskError/shuttingDown``.
+    /// requests get the grace period, new requests fail with `TaskError.shuttingDown`.
     public func run() async throws {
         try await taskManager.run()
     }
 }
+
+#endif

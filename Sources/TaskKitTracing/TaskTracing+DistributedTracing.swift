@@ -1,3 +1,4 @@
+#if Tracing
 import TaskKit
 import Tracing
 
@@ -109,3 +110,5 @@ struct HeaderInjector: Injector {
         carrier.append((key, value))
     }
 }
+
+#endif

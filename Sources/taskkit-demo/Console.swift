@@ -48,6 +48,35 @@ struct Console: Sendable {
         }
     }
 
+    /// The workloads run both ways, side by side: upstream requests (or results handled) and wall
+    /// time.
+    func comparisonTable(_ comparisons: [Comparison]) {
+        guard !comparisons.isEmpty else { return }
+        let header = ["scenario", "workload", "counted", "naive", "TaskKit", "naive time", "TaskKit time"]
+        let rows = comparisons.map { comparison in
+            [
+                comparison.scenario, comparison.workload, comparison.counted,
+                "\(comparison.naive.count)", "\(comparison.taskKit.count)",
+                String(format: "%.2f s", comparison.naive.seconds), String(format: "%.2f s", comparison.taskKit.seconds),
+            ]
+        }
+        line("")
+        line("The same workloads without TaskKit (each caller sends its own requests and handles every result) and with it:")
+        table(header: header, rows: rows)
+    }
+
+    private func table(header: [String], rows: [[String]]) {
+        let widths = header.indices.map { column in
+            ([header] + rows).map { $0[column].count }.max() ?? 0
+        }
+        func format(_ row: [String]) -> String {
+            "| " + row.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: " | ") + " |"
+        }
+        line(format(header))
+        line("|" + widths.map { String(repeating: "-", count: $0 + 2) }.joined(separator: "|") + "|")
+        rows.forEach { line(format($0)) }
+    }
+
     func summary(_ reports: [ScenarioReport]) {
         let header = ["scenario", "result", "checks", "time"]
         let rows = reports.map { report in
@@ -58,16 +87,9 @@ struct Console: Sendable {
                 String(format: "%.2f s", report.seconds),
             ]
         }
-        let widths = header.indices.map { column in
-            ([header] + rows).map { $0[column].count }.max() ?? 0
-        }
-        func format(_ row: [String]) -> String {
-            "| " + row.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: " | ") + " |"
-        }
         line("")
-        line(format(header))
-        line("|" + widths.map { String(repeating: "-", count: $0 + 2) }.joined(separator: "|") + "|")
-        rows.forEach { line(format($0)) }
+        table(header: header, rows: rows)
+        comparisonTable(reports.flatMap(\.comparisons))
         let failed = reports.filter { !$0.passed }.count
         line(failed == 0 ? "\nAll scenarios behaved as expected (\(reports.count) run)." : "\n\(failed) of \(reports.count) scenario(s) did not behave as expected.")
     }

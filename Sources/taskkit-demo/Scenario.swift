@@ -26,7 +26,7 @@ struct Scenario: Sendable {
         let elapsed = start.duration(to: .now)
         return ScenarioReport(
             name: name, title: title, seconds: elapsed.seconds,
-            checks: recorder.checks, measurements: recorder.measurements
+            checks: recorder.checks, measurements: recorder.measurements, comparisons: recorder.comparisons
         )
     }
 }
@@ -56,6 +56,7 @@ struct DemoContext: Sendable {
 struct ScenarioRecorder: Sendable {
     private(set) var checks: [ScenarioReport.Check] = []
     private(set) var measurements: [ScenarioReport.Measurement] = []
+    private(set) var comparisons: [Comparison] = []
 
     mutating func check(_ what: String, expected: String, actual: String, passed: Bool) {
         checks.append(.init(what: what, expected: expected, actual: actual, passed: passed))
@@ -75,6 +76,21 @@ struct ScenarioRecorder: Sendable {
 
     mutating func measure(_ what: String, _ value: String) {
         measurements.append(.init(what: what, value: value))
+    }
+
+    /// Records the same workload run the naive way and through TaskKit, and checks that TaskKit
+    /// needed fewer upstream requests (or handled fewer results).
+    mutating func compare(
+        _ scenario: String, workload: String, counted: String, naive: Comparison.Run, taskKit: Comparison.Run
+    ) {
+        comparisons.append(
+            Comparison(scenario: scenario, workload: workload, counted: counted, naive: naive, taskKit: taskKit)
+        )
+        check(
+            "\(workload): \(counted) through TaskKit, against \(naive.count) the naive way",
+            expected: "< \(naive.count)", actual: "\(taskKit.count)",
+            passed: taskKit.count < naive.count
+        )
     }
 }
 
@@ -97,6 +113,7 @@ struct ScenarioReport: Codable, Sendable {
     let seconds: Double
     let checks: [Check]
     let measurements: [Measurement]
+    let comparisons: [Comparison]
 
     var passed: Bool { !checks.isEmpty && checks.allSatisfy(\.passed) }
 }

@@ -1,3 +1,4 @@
+#if Examples
 // Runs a small workload through a MonoTask, a KeyedMonoTask and a TaskManager, each with a
 // `metricsLabel`, and prints the metrics in Prometheus text format while it runs and at the end.
 //
@@ -48,3 +49,5 @@ for round in 1...rounds {
     print("# after round \(round) of \(rounds)")
     print(registry.emitToString())
 }
+
+#endif

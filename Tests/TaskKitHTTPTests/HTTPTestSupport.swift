@@ -5,6 +5,7 @@ import TaskKitAsyncHTTPClient
 import TaskKit
 import TaskKitLoopbackServer
 import TaskKitTestSupport
+import TaskKitTesting
 import Testing
 #if canImport(FoundationNetworking)
 import FoundationNetworking

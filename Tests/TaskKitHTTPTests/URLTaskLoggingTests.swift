@@ -3,6 +3,7 @@ import Logging
 import TaskKit
 import TaskKitLoopbackServer
 import TaskKitTestSupport
+import TaskKitTesting
 import Testing
 #if canImport(FoundationNetworking)
 import FoundationNetworking

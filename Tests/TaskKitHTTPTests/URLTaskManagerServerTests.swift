@@ -2,6 +2,7 @@ import Foundation
 import TaskKit
 import TaskKitLoopbackServer
 import TaskKitTestSupport
+import TaskKitTesting
 import Testing
 #if canImport(FoundationNetworking)
 import FoundationNetworking

@@ -5,6 +5,7 @@ import ServiceLifecycle
 import TaskKitHTTP
 import TaskKitServiceLifecycle
 import TaskKitTestSupport
+import TaskKitTesting
 import Testing
 import UnixSignals
 #if canImport(FoundationNetworking)

@@ -40,6 +40,11 @@ extension Scenario {
             "with coalescing",
             "\(callers) concurrent GETs: \(shared.requests) request upstream, \(shared.answered) × 200 in \(shared.elapsed.milliseconds)"
         )
+        record.compare(
+            "coalescing", workload: "\(callers) concurrent identical GETs", counted: "GET /profile",
+            naive: Comparison.Run(count: naive.requests, seconds: naive.elapsed.seconds),
+            taskKit: Comparison.Run(count: shared.requests, seconds: shared.elapsed.seconds)
+        )
         record.expect("callers answered without coalescing", naive.answered, equals: callers)
         record.expect("callers answered with coalescing", shared.answered, equals: callers)
         record.expect("requests upstream without coalescing", naive.requests, equals: callers)

@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 import TaskKit
 import TaskKitHTTP
+import TaskKitLoopbackServer
 
 extension Scenario {
     /// KeyedMonoTask: user profiles loaded through URLTaskManager, one request per user however
@@ -14,14 +15,17 @@ extension Scenario {
         let http = URLTaskManager(
             interceptors: [HTTPRetryPolicy()], transport: URLSessionTransport(), timeout: .seconds(10)
         )
-        let profiles = KeyedMonoTask<String, DemoProfile>(
-            maximumEntries: 16, resultExpireDuration: .seconds(60), staleWhileRevalidate: .seconds(300)
-        ) { user in
+        let load: @Sendable (String) async throws -> DemoProfile = { user in
             var components = URLComponents(url: server.url("/profile"), resolvingAgainstBaseURL: false)!
             components.queryItems = [URLQueryItem(name: "user", value: user)]
             let (data, response) = try await http.data(for: URLRequest(url: components.url!))
             guard response.statusCode == 200 else { throw DemoError.status(response.statusCode) }
             return try JSONDecoder().decode(DemoProfile.self, from: data)
+        }
+        let profiles = KeyedMonoTask<String, DemoProfile>(
+            maximumEntries: 16, resultExpireDuration: .seconds(60), staleWhileRevalidate: .seconds(300)
+        ) { user in
+            try await load(user)
         }
 
         // 1. 20 users x 50 concurrent callers each: one request per user.
@@ -70,6 +74,35 @@ extension Scenario {
         record.expect("upstream requests for the team", await server.hits(.profile) - beforeTeam, equals: 5)
         record.expect("loaded in parallel (well under 5 x 200 ms)", teamElapsed < .milliseconds(800), equals: true)
         record.measure("counters", profiles.counters.description)
+
+        // 6. 60 concurrent callers over 6 users nobody loaded yet, each sending its own request,
+        //    then through a KeyedMonoTask.
+        let visitors = (1...6).map { "visitor\($0)" }
+        let comparedCallers = 60
+        let profileRequests: @Sendable (LoopbackServer) async -> Int = { await $0.hits(.profile) }
+        let naive = await measuredRun(server, counting: profileRequests) {
+            await withTaskGroup(of: Void.self) { group in
+                for caller in 0..<comparedCallers {
+                    let user = visitors[caller % visitors.count]
+                    group.addTask { _ = try? await load(user) }
+                }
+            }
+        }
+        let visitorProfiles = KeyedMonoTask<String, DemoProfile>(maximumEntries: 16, resultExpireDuration: .seconds(60)) {
+            user in try await load(user)
+        }
+        let keyed = await measuredRun(server, counting: profileRequests) {
+            await withTaskGroup(of: Void.self) { group in
+                for caller in 0..<comparedCallers {
+                    let user = visitors[caller % visitors.count]
+                    group.addTask { _ = try? await visitorProfiles.value(for: user) }
+                }
+            }
+        }
+        record.compare(
+            "keyed", workload: "\(comparedCallers) concurrent callers over \(visitors.count) users", counted: "GET /profile",
+            naive: naive, taskKit: keyed
+        )
     }
 }
 

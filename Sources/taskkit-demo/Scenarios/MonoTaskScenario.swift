@@ -1,5 +1,6 @@
 import Foundation
 import TaskKit
+import TaskKitLoopbackServer
 
 extension Scenario {
     /// MonoTask: 500 concurrent callers share one upstream request; clearResult strategies;
@@ -101,6 +102,37 @@ extension Scenario {
         record.measure("flaky upstream", "succeeded after \(flaky.counters.retries) retries in \(flakyStart.duration(to: .now).milliseconds)")
         record.expect("flaky upstream result", (try? recovered.get()) ?? "failed", equals: "recovered demo-monotask")
         record.expect("retries used", flaky.counters.retries, equals: 2)
+
+        // 4. The same 50 concurrent callers of a profile nobody loaded yet, each sending its own
+        //    request, then through one MonoTask.
+        let comparedCallers = 50
+        let profileRequests: @Sendable (LoopbackServer) async -> Int = { await $0.hits(.profile) }
+        let naive = await measuredRun(server, counting: profileRequests) {
+            await withTaskGroup(of: Void.self) { group in
+                for _ in 0..<comparedCallers {
+                    group.addTask { _ = try? await context.fetch("/profile?user=linus") }
+                }
+            }
+        }
+        let linus = MonoTask<String>(resultExpireDuration: .seconds(60)) {
+            do {
+                let (data, _) = try await context.fetch("/profile?user=linus")
+                return .success(String(decoding: data, as: UTF8.self))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let shared = await measuredRun(server, counting: profileRequests) {
+            await withTaskGroup(of: Void.self) { group in
+                for _ in 0..<comparedCallers {
+                    group.addTask { _ = await linus.asyncExecute() }
+                }
+            }
+        }
+        record.compare(
+            "monotask", workload: "\(comparedCallers) concurrent callers of one profile", counted: "GET /profile",
+            naive: naive, taskKit: shared
+        )
     }
 }
 

@@ -32,6 +32,7 @@ extension Scenario {
         let api = TaskManager(reactors: [refresher])
         let requests = 10
         let refreshesBefore = await context.server.refreshCount()
+        let started = ContinuousClock.now
         let outcomes = await withTaskGroup(of: Bool.self) { group in
             for _ in 0..<requests {
                 group.addTask {
@@ -41,12 +42,26 @@ extension Scenario {
             }
             return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
         }
+        let elapsed = started.duration(to: .now)
         let refreshes = await context.server.refreshCount() - refreshesBefore
         record.measure("reactor", "\(requests) requests with an expired token: \(refreshes) refresh, \(outcomes) succeeded after requeue")
         record.expect("requests that succeeded after the reaction", outcomes, equals: requests)
         record.expect("token refreshes", refreshes, atMost: 2)
         record.expect("token refreshes", refreshes, atLeast: 1)
         await api.waitTillAllTasksFinished()
+
+        // The same requests with the same expired token, each refreshing on its own 401.
+        let naive = await measuredRun(context.server, counting: { await $0.refreshCount() }) {
+            await withTaskGroup(of: Void.self) { group in
+                for _ in 0..<requests {
+                    group.addTask { _ = try? await context.naiveProtectedGet(token: "expired-token") }
+                }
+            }
+        }
+        record.compare(
+            "taskmanager", workload: "\(requests) concurrent requests, expired token", counted: "POST /token",
+            naive: naive, taskKit: Comparison.Run(count: refreshes, seconds: elapsed.seconds)
+        )
     }
 }
 

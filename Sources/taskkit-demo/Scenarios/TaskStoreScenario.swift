@@ -14,6 +14,11 @@ extension Scenario {
         record.expect(".runConcurrently overlaps both", outcome.concurrentPeak, equals: 2)
         record.expect(".cancelPrevious(wait: true) starts after the previous ended", outcome.cancelAndWaitOrder, equals: "first cancelled,second")
         record.expect("no key running at the end", outcome.runningAtEnd, equals: 0)
+        record.compare(
+            "taskstore", workload: "20 keystrokes of a search", counted: "search results handled",
+            naive: Comparison.Run(count: outcome.naiveCompleted, seconds: outcome.naiveSeconds),
+            taskKit: Comparison.Run(count: outcome.completed, seconds: outcome.burstSeconds)
+        )
     }
 }
 
@@ -29,6 +34,9 @@ final class TaskStoreDemo {
         var concurrentPeak = 0
         var cancelAndWaitOrder = ""
         var runningAtEnd = 0
+        var burstSeconds = 0.0
+        var naiveCompleted = 0
+        var naiveSeconds = 0.0
     }
 
     /// What the user types; the demo replays its last 20 keystrokes.
@@ -55,6 +63,7 @@ final class TaskStoreDemo {
         // cancels the previous one.
         let typed = Self.typed
         let log = EventLog()
+        let burstStart = ContinuousClock.now
         var last: Task<Void, Never>?
         for length in (typed.count - 19)...typed.count {  // 20 keystrokes
             let query = String(typed.prefix(length))
@@ -70,6 +79,7 @@ final class TaskStoreDemo {
         }
         await last?.value
         await settle { self.store.runningKeys.isEmpty }
+        outcome.burstSeconds = burstStart.duration(to: .now).seconds
         let events = await log.events
         outcome.cancelled = events.filter { $0.hasPrefix("cancelled:") }.count
         outcome.completed = events.filter { $0.hasPrefix("completed:") }.count
@@ -117,6 +127,24 @@ final class TaskStoreDemo {
         await replacement.value
         outcome.cancelAndWaitOrder = await cancelOrder.events.joined(separator: ",")
         outcome.runningAtEnd = store.runningKeys.count
+
+        // The same 20 keystrokes without TaskStore: every search runs to its end and its results
+        // are handled, in whatever order they arrive.
+        let naiveLog = EventLog()
+        let naiveStart = ContinuousClock.now
+        var searches: [Task<Void, Never>] = []
+        for length in (typed.count - 19)...typed.count {
+            let query = String(typed.prefix(length))
+            searches.append(Task { [context] in
+                let path = "/search?q=\(query.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed) ?? query)"
+                if let (data, _) = try? await context.fetch(path) {
+                    await naiveLog.record("completed:\(query):\(data.count)")
+                }
+            })
+        }
+        for search in searches { await search.value }
+        outcome.naiveSeconds = naiveStart.duration(to: .now).seconds
+        outcome.naiveCompleted = await naiveLog.events.count
         return outcome
     }
 }

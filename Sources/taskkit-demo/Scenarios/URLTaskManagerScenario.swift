@@ -60,6 +60,19 @@ extension Scenario {
         record.expect("token refreshes on the server", refreshes, equals: 1)
         record.expect("refreshes counted by the authenticator", authenticator.refreshCount, equals: 1)
 
+        // The same 50 requests with the same expired token, each refreshing on its own 401.
+        let naive = await measuredRun(server, counting: { await $0.refreshCount() }) {
+            await withTaskGroup(of: Void.self) { group in
+                for _ in 0..<requests {
+                    group.addTask { _ = try? await context.naiveProtectedGet(token: signedIn) }
+                }
+            }
+        }
+        record.compare(
+            "http", workload: "\(requests) concurrent requests, expired token", counted: "POST /token",
+            naive: naive, taskKit: Comparison.Run(count: refreshes, seconds: elapsed.seconds)
+        )
+
         // 2. A flaky endpoint answers 503 twice, then 200: the retry policy gets there.
         let key = "demo-\(UUID().uuidString.prefix(8))"
         let flakyHitsBefore = await server.hits(.flaky)

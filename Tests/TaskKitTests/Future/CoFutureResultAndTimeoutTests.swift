@@ -2,6 +2,7 @@ import Dispatch
 import Testing
 @testable import TaskKit
 import TaskKitTestSupport
+import TaskKitTesting
 
 /// `value(timeout:clock:)`, `mapResult`, `flatMapResult` and `init(promise:)`.
 @Suite(.timeLimit(.minutes(1))) struct CoFutureResultAndTimeoutTests {

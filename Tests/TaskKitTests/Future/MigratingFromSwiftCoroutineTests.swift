@@ -2,6 +2,7 @@ import Dispatch
 import Testing
 @testable import TaskKit
 import TaskKitTestSupport
+import TaskKitTesting
 
 /// SwiftCoroutine's `CoFuture` examples in their TaskKit form, one test per row of "Migrating
 /// from SwiftCoroutine" (TaskKit.docc/MigratingFromSwiftCoroutine.md).

@@ -1,5 +1,6 @@
 import Testing
 import TaskKitTestSupport
+import TaskKitTesting
 import TaskKit
 
 /// The README's KeyedMonoTask quick start and the article's manual-clock example, with a fake

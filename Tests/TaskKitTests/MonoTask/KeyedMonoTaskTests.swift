@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TaskKitTestSupport
+import TaskKitTesting
 @testable import TaskKit
 
 /// The real `KeyedMonoTask`, driven by a `ManualClock` (no real sleeps for library-owned time).

@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 import TaskKitTestSupport
+import TaskKitTesting
 @testable import TaskKit
 
 /// The real `MonoTask`, driven by a `ManualClock` (no real sleeps for library-owned time).

@@ -1,6 +1,7 @@
 import Testing
 import TaskKit
 import TaskKitTestSupport
+import TaskKitTesting
 
 @Suite struct ManualClockTests {
     @Test func sleepersWakeOnlyWhenTimeIsAdvancedPastTheirDeadline() async throws {

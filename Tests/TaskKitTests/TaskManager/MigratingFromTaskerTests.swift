@@ -3,6 +3,7 @@ import Logging
 import Testing
 @testable import TaskKit
 import TaskKitTestSupport
+import TaskKitTesting
 
 /// The Tasker README's examples in their TaskKit form, one test per row of "Migrating from
 /// Tasker" (TaskKit.docc/MigratingFromTasker.md).

@@ -2,6 +2,7 @@ import Dispatch
 import Testing
 import TaskKit
 import TaskKitTestSupport
+import TaskKitTesting
 
 // The examples of UsingTaskManager.md, kept compiling and running here. The types are nested in
 // this namespace (the article shows them at top level); the code is otherwise the same.

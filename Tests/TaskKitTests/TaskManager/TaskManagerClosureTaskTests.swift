@@ -2,6 +2,7 @@ import Dispatch
 import Testing
 @testable import TaskKit
 import TaskKitTestSupport
+import TaskKitTesting
 
 /// `AnyTask`, the closure conveniences of `TaskManager`, timed waits, and a reactor that only
 /// decides.

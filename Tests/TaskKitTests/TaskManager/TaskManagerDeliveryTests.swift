@@ -2,6 +2,7 @@ import Dispatch
 import Testing
 @testable import TaskKit
 import TaskKitTestSupport
+import TaskKitTesting
 
 /// Where user code runs: completions on the requested queue for every outcome, and every piece
 /// of user code (interceptors, reactors, `didCancel`, completions) outside the manager's lock —

@@ -2,6 +2,7 @@ import Dispatch
 import Testing
 @testable import TaskKit
 import TaskKitTestSupport
+import TaskKitTesting
 
 /// The seed's scenarios on a real manager: batching analytics events, requeueing requests after
 /// a token refresh, a reactor that times out, and retrying through a reactor. Time the library

@@ -2,6 +2,7 @@ import Dispatch
 import Testing
 @testable import TaskKit
 import TaskKitTestSupport
+import TaskKitTesting
 
 /// Thousands of tasks mixing every way a task can end, with and without a concurrency limit.
 /// Each task's completion must arrive exactly once, with an outcome its kind allows, and the

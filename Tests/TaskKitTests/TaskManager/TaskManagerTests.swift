@@ -2,6 +2,7 @@ import Dispatch
 import Testing
 @testable import TaskKit
 import TaskKitTestSupport
+import TaskKitTesting
 
 @Suite struct TaskManagerTests {
     // MARK: Starting

@@ -2,6 +2,7 @@ import Observation
 import Testing
 import TaskKit
 import TaskKitTestSupport
+import TaskKitTesting
 
 // The model of the DocC article "TaskStore" (TaskKit.docc/TaskStore.md), compiled. Keep the two
 // in sync: the article shows this code, with the SwiftUI view that Linux cannot compile.
