@@ -36,7 +36,7 @@ import FoundationNetworking
 ///   connection `.cannotConnectToHost`, an expired `URLRequest.timeoutInterval` `.timedOut`),
 ///   with the client's own error as the `URLError`'s underlying error (`NSUnderlyingErrorKey`);
 /// - cancelling the calling task cancels the request and throws `URLError(.cancelled)`;
-/// - a request with an idempotent method (``HTTPRetryPolicy/idempotentMethods``: GET, HEAD,
+/// - a request with an idempotent method (`HTTPRetryPolicy.idempotentMethods`: GET, HEAD,
 ///   OPTIONS, TRACE, PUT, DELETE) that meets a pooled connection the server had just closed
 ///   (`ChannelError.ioOnClosedChannel`) is sent once more, as `URLSession` does. Any other
 ///   method (`POST`, `PATCH`, …) is never sent again by the transport: it fails with
