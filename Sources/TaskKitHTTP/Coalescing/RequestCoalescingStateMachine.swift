@@ -38,41 +38,36 @@ struct RequestCoalescingStateMachine<Key: Hashable, Waiter> {
     private var nextFlight: UInt64 = 1
 
     /// A caller with `key` arrives.
+    ///
+    /// Flights are changed in place in the dictionary (`flights[key]!.…`): a copy taken out and
+    /// stored back would copy its waiter array on every join, quadratic in the callers.
     mutating func join(key: Key, id: UInt64, waiter: Waiter) -> JoinAction {
-        guard var flight = flights[key] else {
+        guard let (flight, abandoned) = flights[key].map({ ($0.id, $0.abandoned) }) else {
             let flight = nextFlight
             nextFlight += 1
             flights[key] = Flight(id: flight, waiters: [(id, waiter)])
             return .start(flight: flight)
         }
-        if flight.abandoned {
-            flight.queued.append((id, waiter))
-            flights[key] = flight
+        if abandoned {
+            flights[key]!.queued.append((id, waiter))
             return .queued
         }
-        flight.waiters.append((id, waiter))
-        flights[key] = flight
-        return .joined(flight: flight.id)
+        flights[key]!.waiters.append((id, waiter))
+        return .joined(flight: flight)
     }
 
     /// Caller `id` of `key` leaves: its waiter (`nil` if it was already answered), and the id of
     /// the flight to cancel when it was the flight's last caller.
     mutating func leave(key: Key, id: UInt64) -> (waiter: Waiter?, abandon: UInt64?) {
-        guard var flight = flights[key] else { return (nil, nil) }
-        if let index = flight.waiters.firstIndex(where: { $0.id == id }) {
-            let waiter = flight.waiters.remove(at: index).waiter
-            var abandon: UInt64?
-            if flight.waiters.isEmpty && !flight.abandoned {
-                flight.abandoned = true
-                abandon = flight.id
-            }
-            flights[key] = flight
-            return (waiter, abandon)
+        guard flights[key] != nil else { return (nil, nil) }
+        if let index = flights[key]!.waiters.firstIndex(where: { $0.id == id }) {
+            let waiter = flights[key]!.waiters.remove(at: index).waiter
+            guard flights[key]!.waiters.isEmpty, !flights[key]!.abandoned else { return (waiter, nil) }
+            flights[key]!.abandoned = true
+            return (waiter, flights[key]!.id)
         }
-        if let index = flight.queued.firstIndex(where: { $0.id == id }) {
-            let waiter = flight.queued.remove(at: index).waiter
-            flights[key] = flight
-            return (waiter, nil)
+        if let index = flights[key]!.queued.firstIndex(where: { $0.id == id }) {
+            return (flights[key]!.queued.remove(at: index).waiter, nil)
         }
         return (nil, nil)
     }
