@@ -8,7 +8,7 @@ import TaskKit
 /// 100 callers join one MonoTask execution, which completes once all have joined.
 public func monoTaskMergedBatch() async {
     let gate = BenchGate()
-    let task = MonoTask<Int>(resultExpireDuration: 0) {
+    let task = MonoTask<Int>(resultExpireDuration: .zero) {
         await gate.wait()
         return .success(42)
     }

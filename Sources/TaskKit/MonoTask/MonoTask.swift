@@ -118,7 +118,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         taskQueue: DispatchQueue = .global(),
         callbackQueue: DispatchQueue = .global(),
         clock: some Clock<Duration> = ContinuousClock(),
-        logger: Logger? = nil,
+        logger: Logger = .silent(label: "TaskKit.MonoTask"),
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
         task: @escaping CallbackExecution
@@ -137,7 +137,6 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///   - resultExpireDuration: How long a success stays cached; `nil` until cleared.
     ///   - refreshAfter: Stale-while-revalidate threshold, or `nil` (default) for none. Must not
     ///     be negative and must be smaller than `resultExpireDuration`.
-    ///   - taskQueue: Unused by async blocks (they run in a `Task`).
     ///   - callbackQueue: The queue on which ``execute(forceUpdate:then:)`` handlers are called.
     ///   - clock: The clock for the cache's time to live and the retry backoff. Default:
     ///     `ContinuousClock()`.
@@ -151,10 +150,9 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         retry: RetryCount = .never,
         resultExpireDuration: Duration?,
         refreshAfter: Duration? = nil,
-        taskQueue: DispatchQueue = .global(),
         callbackQueue: DispatchQueue = .global(),
         clock: some Clock<Duration> = ContinuousClock(),
-        logger: Logger? = nil,
+        logger: Logger = .silent(label: "TaskKit.MonoTask"),
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
         task: @escaping AsyncExecution
@@ -169,7 +167,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     /// The initialiser both public ones forward to, with the task block as a `Body`.
     private init(
         retry: RetryCount, resultExpireDuration: Duration?, refreshAfter: Duration?,
-        callbackQueue: DispatchQueue, clock: some Clock<Duration>, logger: Logger?, metricsLabel: String?,
+        callbackQueue: DispatchQueue, clock: some Clock<Duration>, logger: Logger, metricsLabel: String?,
         tracing: TaskTracing, body: Body
     ) {
         self.state = LockedState(
@@ -179,7 +177,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         self.hitsReadTheClock = (resultExpireDuration != nil && resultExpireDuration != .zero) || refreshAfter != nil
         self.body = body
         self.callbackQueue = callbackQueue
-        self.logger = logger ?? silentLogger
+        self.logger = logger
         self.metrics = metricsLabel.map { MonoTaskMetrics(label: $0, keyed: false) }
         self.tracer = tracing.tracer
     }
@@ -510,8 +508,6 @@ extension MonoTask.State {
         return runTask.task
     }
 }
-
-private let silentLogger = Logger.silent(label: "TaskKit.MonoTask")
 
 extension MonoTaskMetrics {
     /// Counts a request by the action its registration returned.

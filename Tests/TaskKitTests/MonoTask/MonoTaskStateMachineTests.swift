@@ -131,7 +131,7 @@ import TaskKitTestSupport
     // MARK: Retry
 
     @Test func retriesExactlyCountTimesAndWaitersSeeOnlyTheFinalOutcome() {
-        var m = Self.machine(retry: .count(count: 2, intervalProxy: .exponentialBackoff(initialTimeInterval: 1)))
+        var m = Self.machine(retry: .count(count: 2, intervalProxy: .exponential(initial: .seconds(1))))
         Self.call(&m, "a")
         guard case .retry(after: .seconds(1)) = m.attemptFinished(generation: 1, result: .failure(Boom()), now: .zero)
         else {
@@ -161,8 +161,8 @@ import TaskKitTestSupport
     }
 
     @Test func jitterComesFromTheInjectedGeneratorSoEveryDelayIsKnown() {
-        let proxy = IntervalProxy.exponentialBackoff(initialTimeInterval: 1, scaleRate: 2, jitter: .decorrelated)
-            .capped(at: 10)
+        let proxy = IntervalProxy.exponential(initial: .seconds(1), scaleRate: 2, jitter: .decorrelated)
+            .capped(at: .seconds(10))
         var m = Machine(configuration: .init(
             timeToLive: .seconds(10), refreshAfter: nil, retry: .count(count: 4, intervalProxy: proxy),
             jitter: RetryJitter(SeededRandomNumberGenerator(seed: 11))
@@ -295,7 +295,7 @@ import TaskKitTestSupport
     }
 
     @Test func cancelStopsAPendingRetryForGood() {
-        var m = Self.machine(retry: .infinity(intervalProxy: .fixed(timeInterval: 1)))
+        var m = Self.machine(retry: .infinity(intervalProxy: .fixed(.seconds(1))))
         Self.call(&m, "a")
         _ = m.attemptFinished(generation: 1, result: .failure(Boom()), now: .zero)
         guard case .failWaiters(["a"], cancelRun: 1) = m.clearResult(strategy: .cancel, restartWhenIdle: false) else {
@@ -368,7 +368,7 @@ import TaskKitTestSupport
     }
 
     @Test func restartDuringBackoffReplacesTheSleepingRunAtOnce() {
-        var m = Self.machine(retry: .count(count: 5, intervalProxy: .fixed(timeInterval: 60)))
+        var m = Self.machine(retry: .count(count: 5, intervalProxy: .fixed(.seconds(60))))
         Self.call(&m, "a")
         _ = m.attemptFinished(generation: 1, result: .failure(Boom()), now: .zero)
         guard case .startRun(2, cancelRun: 1) = m.clearResult(strategy: .restart, restartWhenIdle: false) else {

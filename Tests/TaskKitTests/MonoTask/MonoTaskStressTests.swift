@@ -120,7 +120,7 @@ import TaskKitTestSupport
                         deliveries.withLock { $0[index] += 1 }
                     case 8:
                         let strategy = MonoTask<Int>.OngoingExecutionStrategy.allCases[(index / 10) % 3]
-                        task.clearResult(ongoingExecutionStrategy: strategy, shouldRestartWhenIDLE: index % 20 == 8)
+                        task.clearResult(ongoingExecutionStrategy: strategy, restartWhenIdle: index % 20 == 8)
                         deliveries.withLock { $0[index] += 1 }
                     default:
                         _ = task.currentResult
@@ -147,7 +147,7 @@ import TaskKitTestSupport
 
     @Test func cancellingEveryCallerNeverLosesOrDuplicatesAResumption() async {
         let gate = TestGate()
-        let task = MonoTask<Int>(resultExpireDuration: 60, clock: ContinuousClock()) {
+        let task = MonoTask<Int>(resultExpireDuration: .seconds(60), clock: ContinuousClock()) {
             await gate.wait()
             return .success(1)
         }

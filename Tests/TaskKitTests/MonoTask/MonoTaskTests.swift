@@ -12,7 +12,7 @@ import TaskKitTestSupport
     @Test func aCacheHitDoesNotExecuteAgainUntilTheTTLEnds() async throws {
         let clock = ManualClock()
         let runs = MonoCounter()
-        let task = MonoTask<Int>(resultExpireDuration: 10, clock: clock) {
+        let task = MonoTask<Int>(resultExpireDuration: .seconds(10), clock: clock) {
             .success(runs.increment())
         }
         #expect(try await task.executeThrows() == 1)
@@ -27,7 +27,7 @@ import TaskKitTestSupport
     }
 
     @Test func aCacheHitCompletesWithoutSuspendingTheCaller() async throws {
-        let task = MonoTask<Int>(resultExpireDuration: .infinity, clock: ManualClock()) { .success(42) }
+        let task = MonoTask<Int>(resultExpireDuration: nil, clock: ManualClock()) { .success(42) }
         _ = await task.asyncExecute()  // fill the cache
         let probe = MonoProbe()
         let (jobs, values) = await probe.jobsDuring(hits: 100, on: task)
@@ -40,7 +40,7 @@ import TaskKitTestSupport
     @Test func zeroTTLCachesNothingButMergesConcurrentCallers() async throws {
         let gate = TestGate()
         let runs = MonoCounter()
-        let task = MonoTask<Int>(resultExpireDuration: 0, clock: ManualClock()) {
+        let task = MonoTask<Int>(resultExpireDuration: .zero, clock: ManualClock()) {
             let run = runs.increment()
             await gate.wait()
             return .success(run)
@@ -58,7 +58,7 @@ import TaskKitTestSupport
     @Test func manyConcurrentCallersShareOneExecution() async throws {
         let gate = TestGate()
         let runs = MonoCounter()
-        let task = MonoTask<Int>(resultExpireDuration: 60, clock: ManualClock()) {
+        let task = MonoTask<Int>(resultExpireDuration: .seconds(60), clock: ManualClock()) {
             let run = runs.increment()
             await gate.wait()
             return .success(run * 10)
@@ -82,8 +82,8 @@ import TaskKitTestSupport
         let clock = ManualClock()
         let attempts = MonoCounter()
         let task = MonoTask<String>(
-            retry: .count(count: 3, intervalProxy: .exponentialBackoff(initialTimeInterval: 1, scaleRate: 2)),
-            resultExpireDuration: 60,
+            retry: .count(count: 3, intervalProxy: .exponential(initial: .seconds(1), scaleRate: 2)),
+            resultExpireDuration: .seconds(60),
             clock: clock
         ) {
             let attempt = attempts.increment()
@@ -107,7 +107,7 @@ import TaskKitTestSupport
     @Test func theFinalFailureGoesToEveryWaiterAndIsNotCached() async throws {
         let attempts = MonoCounter()
         let gate = TestGate()
-        let task = MonoTask<Int>(retry: 2, resultExpireDuration: 60, clock: ManualClock()) {
+        let task = MonoTask<Int>(retry: 2, resultExpireDuration: .seconds(60), clock: ManualClock()) {
             await gate.wait()
             return .failure(MonoTestError(attempt: attempts.increment()))
         }
@@ -129,7 +129,7 @@ import TaskKitTestSupport
         let overlap = MonoOverlap()
         let entered = MonoCounter()
         let gates = [TestGate(), TestGate()]
-        let task = MonoTask<Int>(resultExpireDuration: 60, clock: ManualClock()) {
+        let task = MonoTask<Int>(resultExpireDuration: .seconds(60), clock: ManualClock()) {
             overlap.enter()
             defer { overlap.leave() }
             let run = entered.increment()
@@ -152,7 +152,7 @@ import TaskKitTestSupport
 
     @Test func aFailedForcedRunKeepsThePreviousValue() async throws {
         let attempts = MonoCounter()
-        let task = MonoTask<Int>(resultExpireDuration: 60, clock: ManualClock()) {
+        let task = MonoTask<Int>(resultExpireDuration: .seconds(60), clock: ManualClock()) {
             let attempt = attempts.increment()
             return attempt == 1 ? .success(1) : .failure(MonoTestError(attempt: attempt))
         }
@@ -167,7 +167,7 @@ import TaskKitTestSupport
     @Test func clearCancelFailsWaitersAtOnceAndCancelsTheAsyncTask() async throws {
         let clock = ManualClock()
         let sawCancellation = MonoCounter()
-        let task = MonoTask<Int>(resultExpireDuration: 60, clock: clock) {
+        let task = MonoTask<Int>(resultExpireDuration: .seconds(60), clock: clock) {
             do {
                 try await clock.sleep(for: .seconds(100))  // a long operation that honours cancellation
                 return .success(1)
@@ -193,7 +193,7 @@ import TaskKitTestSupport
         let clock = ManualClock()
         let attempts = MonoCounter()
         let task = MonoTask<Int>(
-            retry: .infinity(intervalProxy: .fixed(timeInterval: 1)), resultExpireDuration: 60, clock: clock
+            retry: .infinity(intervalProxy: .fixed(.seconds(1))), resultExpireDuration: .seconds(60), clock: clock
         ) {
             let attempt = attempts.increment()
             return attempt == 1 ? .failure(MonoTestError(attempt: attempt)) : .success(attempt)
@@ -217,7 +217,7 @@ import TaskKitTestSupport
         let overlap = MonoOverlap()
         let entered = MonoCounter()
         let gate = TestGate()
-        let task = MonoTask<Int>(resultExpireDuration: 60, clock: ManualClock()) {
+        let task = MonoTask<Int>(resultExpireDuration: .seconds(60), clock: ManualClock()) {
             overlap.enter()
             defer { overlap.leave() }
             let run = entered.increment()
@@ -240,7 +240,7 @@ import TaskKitTestSupport
     @Test func clearRestartDeliversTheFreshResultToOldAndNewWaiters() async throws {
         let entered = MonoCounter()
         let gates = [TestGate(), TestGate()]
-        let task = MonoTask<Int>(resultExpireDuration: 60, clock: ManualClock()) {
+        let task = MonoTask<Int>(resultExpireDuration: .seconds(60), clock: ManualClock()) {
             let run = entered.increment()
             await gates[run - 1].wait()
             return .success(run)
@@ -262,7 +262,7 @@ import TaskKitTestSupport
     @Test func clearAllowCompletionLetsTheRunFinishAndCache() async throws {
         let gate = TestGate()
         let entered = MonoCounter()
-        let task = MonoTask<Int>(resultExpireDuration: 60, clock: ManualClock()) {
+        let task = MonoTask<Int>(resultExpireDuration: .seconds(60), clock: ManualClock()) {
             let run = entered.increment()
             await gate.wait()
             return .success(run)
@@ -278,13 +278,13 @@ import TaskKitTestSupport
     @Test func restartWhenIdleStartsARunThatLaterCallersJoin() async throws {
         let gate = TestGate()
         let entered = MonoCounter()
-        let task = MonoTask<Int>(resultExpireDuration: 60, clock: ManualClock()) {
+        let task = MonoTask<Int>(resultExpireDuration: .seconds(60), clock: ManualClock()) {
             let run = entered.increment()
             if run == 2 { await gate.wait() }
             return .success(run)
         }
         #expect(try await task.executeThrows() == 1)
-        task.clearResult(shouldRestartWhenIDLE: true)
+        task.clearResult(restartWhenIdle: true)
         #expect(task.isExecuting)
         #expect(task.currentResult == nil)
         async let late = task.asyncExecute()
@@ -298,7 +298,7 @@ import TaskKitTestSupport
 
     @Test func aCancelledCallerResumesAtOnceWhileTheRunGoesOn() async throws {
         let gate = TestGate()
-        let task = MonoTask<Int>(resultExpireDuration: 60, clock: ManualClock()) {
+        let task = MonoTask<Int>(resultExpireDuration: .seconds(60), clock: ManualClock()) {
             await gate.wait()
             return .success(5)
         }
@@ -317,7 +317,7 @@ import TaskKitTestSupport
 
     @Test func aCallerCancelledBeforeCallingDoesNotStartARun() async throws {
         let runs = MonoCounter()
-        let task = MonoTask<Int>(resultExpireDuration: 60, clock: ManualClock()) { .success(runs.increment()) }
+        let task = MonoTask<Int>(resultExpireDuration: .seconds(60), clock: ManualClock()) { .success(runs.increment()) }
         let caller = Task {
             withUnsafeCurrentTask { $0?.cancel() }
             return await task.asyncExecute()
@@ -335,7 +335,7 @@ import TaskKitTestSupport
         let callbackQueue = DispatchQueue(label: "mono.callbacks")
         callbackQueue.setSpecific(key: key, value: "callbacks")
         let gate = TestGate()
-        let task = MonoTask<Int>(resultExpireDuration: 60, callbackQueue: callbackQueue, clock: ManualClock()) {
+        let task = MonoTask<Int>(resultExpireDuration: .seconds(60), callbackQueue: callbackQueue, clock: ManualClock()) {
             await gate.wait()
             return .success(1)
         }
@@ -364,7 +364,7 @@ import TaskKitTestSupport
         let key = DispatchSpecificKey<String>()
         let taskQueue = DispatchQueue(label: "mono.task")
         taskQueue.setSpecific(key: key, value: "task")
-        let task = MonoTask<Int>(resultExpireDuration: 60, taskQueue: taskQueue, clock: ManualClock()) { callback in
+        let task = MonoTask<Int>(resultExpireDuration: .seconds(60), taskQueue: taskQueue, clock: ManualClock()) { callback in
             #expect(DispatchQueue.getSpecific(key: key) == "task")
             callback(.success(1))
             callback(.success(2))
@@ -379,7 +379,7 @@ import TaskKitTestSupport
         let delivered = MonoCounter()
         weak var weakTask: MonoTask<Int>?
         do {
-            let task = MonoTask<Int>(resultExpireDuration: 60, clock: ManualClock()) { callback in
+            let task = MonoTask<Int>(resultExpireDuration: .seconds(60), clock: ManualClock()) { callback in
                 Task {
                     await gate.wait()
                     callback(.success(3))
@@ -403,7 +403,7 @@ import TaskKitTestSupport
         let clock = ManualClock()
         let runs = MonoCounter()
         let gate = TestGate()
-        let task = MonoTask<Int>(resultExpireDuration: 60, refreshAfter: 10, clock: clock) {
+        let task = MonoTask<Int>(resultExpireDuration: .seconds(60), refreshAfter: .seconds(10), clock: clock) {
             let run = runs.increment()
             if run == 2 { await gate.wait() }
             return .success(run)
@@ -423,6 +423,7 @@ import TaskKitTestSupport
 
     // MARK: Configuration
 
+    @available(*, deprecated, message: "exercises the seconds-based compatibility initialisers")
     @Test func invalidConfigurationIsRejectedWithTheParameterName() async throws {
         let negative = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = MonoTask<Int>(resultExpireDuration: -1) { .success(1) }

@@ -96,6 +96,7 @@ import TaskKitTestSupport
         #expect(TaskStoreDuplicateKeyBehavior.wait.cancelPrevious == false)
     }
 
+    @available(*, deprecated, message: "exercises the TaskStore package's runningTaskKeys, kept as a deprecated alias")
     @Test func runningTaskCountAndKeys() async throws {
         let store = TaskStore<Int>()
         let gate = TestGate()
