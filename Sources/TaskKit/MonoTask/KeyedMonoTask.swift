@@ -83,7 +83,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///   - tracing: With a tracer (`.distributedTracing` from `TaskKitTracing`), each load (its
     ///     attempts and retries) is one span, `KeyedMonoTask.load`, whose parent is the span active
     ///     where the call that started the load was made, with the attribute
-    ///     `taskkit.monotask.merged_callers` (see <doc:RunningOnAServer>). ``TaskTracing/none``
+    ///     `taskkit.monotask.callers` (see <doc:RunningOnAServer>). ``TaskTracing/none``
     ///     (default): no span, no cost.
     ///   - load: Loads the value of a key. Runs in a `Task` of its own, never under a lock, at
     ///     most once at a time per key (except after ``invalidate(_:)``, see there).
@@ -451,7 +451,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                     metrics.recordRun(duration: now - started, result: result)
                     metrics.recordEvictions(released.evictions)
                 }
-                span.finished(result, mergedCallers: waiters.count)
+                span.finished(result, callers: waiters.count)
                 deliver(result, to: waiters)
                 if let next { startLoad(next, byCaller: false) }
                 return

@@ -108,7 +108,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///   - tracing: With a tracer (`.distributedTracing` from `TaskKitTracing`), each run (its
     ///     attempts and retries) is one span, `MonoTask.execute`, whose parent is the span active
     ///     where the call that started the run was made, with the attribute
-    ///     `taskkit.monotask.merged_callers` (see <doc:RunningOnAServer>). ``TaskTracing/none``
+    ///     `taskkit.monotask.callers` (see <doc:RunningOnAServer>). ``TaskTracing/none``
     ///     (default): no span, no cost.
     ///   - task: The work. It must call its callback once; later calls are ignored.
     public convenience init(
@@ -461,7 +461,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
                 if let metrics {
                     metrics.recordRun(duration: now - started, result: result)
                 }
-                span.finished(result, mergedCallers: waiters.count)
+                span.finished(result, callers: waiters.count)
                 deliver(result, to: waiters)
                 if let next { startRun(next, byCaller: false) }
                 return
