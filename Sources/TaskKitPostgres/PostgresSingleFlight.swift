@@ -22,8 +22,9 @@ import PostgresNIO
 ///   the row until a result stored after they arrived appears, or the claim is released or
 ///   expires, and then try to claim themselves. A killed holder's claim expires within `lease`
 ///   and a waiter takes it over.
-/// - A stored result is served to any caller until `resultExpireDuration` after it was stored;
-///   with `.zero`, only to the callers that waited for its load.
+/// - A stored result is served to any caller until `resultExpireDuration` after it was stored
+///   (`nil`: until ``invalidate(_:)``); with `.zero`, only to the callers that waited for its
+///   load.
 /// - Failures are not stored. The callers merged with the failed load in its process get its
 ///   error; callers in other processes find the claim released with no new result, and one of
 ///   them claims and runs its own `load`.
@@ -107,7 +108,8 @@ public final class PostgresSingleFlight: Sendable {
     /// - Parameters:
     ///   - key: Any string (hashed with SHA-256: length and content do not matter).
     ///   - resultExpireDuration: How long after it is stored the result is served to later
-    ///     callers. With `.zero` it is only given to the callers that waited for its load.
+    ///     callers. With `.zero` (default) it is only given to the callers that waited for its
+    ///     load; with `nil`, until it is invalidated. Must not be negative.
     ///   - load: Produces the value; runs at most once at a time per key across every process
     ///     sharing the table. Its value is stored as JSON; a stored value that no longer decodes
     ///     as `Value` is treated as missing and loaded again.
@@ -117,9 +119,15 @@ public final class PostgresSingleFlight: Sendable {
     ///   `CancellationError` when the calling task is cancelled (the others go on).
     public func value<Value: Codable & Sendable>(
         forKey key: String,
-        resultExpireDuration: Duration = .zero,
+        resultExpireDuration: Duration? = .zero,
         load: @escaping @Sendable () async throws -> Value
     ) async throws -> Value {
+        if let resultExpireDuration {
+            precondition(
+                resultExpireDuration >= .zero,
+                "PostgresSingleFlight: resultExpireDuration must be >= .zero (or nil), got \(resultExpireDuration)"
+            )
+        }
         let digest = KeyDigest(key)
         let output = try await flights.output(forKey: digest.hex) {
             try await self.fly(digest, resultExpireDuration: resultExpireDuration, load: load)
@@ -146,7 +154,7 @@ public final class PostgresSingleFlight: Sendable {
     /// and load, or poll while another caller holds the claim.
     private func fly<Value: Codable & Sendable>(
         _ key: KeyDigest,
-        resultExpireDuration: Duration,
+        resultExpireDuration: Duration?,
         load: @escaping @Sendable () async throws -> Value
     ) async throws -> FlightOutput {
         var arrivalGeneration: Int64?
@@ -187,7 +195,7 @@ public final class PostgresSingleFlight: Sendable {
     private func runClaimed<Value: Codable & Sendable>(
         _ key: KeyDigest,
         token: UUID,
-        resultExpireDuration: Duration,
+        resultExpireDuration: Duration?,
         load: @escaping @Sendable () async throws -> Value
     ) async throws -> FlightOutput {
         logger.debug("PostgresSingleFlight: claimed; loading", metadata: ["key_hash": "\(key.hex)"])

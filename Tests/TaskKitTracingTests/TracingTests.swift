@@ -31,7 +31,7 @@ import Tracing
             async let first = task.asyncExecute()
             await eventually("the run started") { task.isExecuting }
             async let second = task.asyncExecute()
-            await eventually("the second caller merged") { task.counters.mergedCallers == 1 }
+            await eventually("the second caller merged") { task.counters.merges == 1 }
             gate.open()
             #expect(try await first.get() == 1)
             #expect(try await second.get() == 1)

@@ -65,8 +65,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///     Loads in flight are never evicted and may take the count above the bound until they
     ///     finish.
     ///   - resultExpireDuration: How long a success stays fresh, counted from its completion.
-    ///     `.zero` (default) caches nothing: concurrent callers still share a load. Must not be
-    ///     negative.
+    ///     `.zero` (default) caches nothing: concurrent callers still share a load; `nil` keeps a
+    ///     value until it is invalidated or evicted. Must not be negative.
     ///   - staleWhileRevalidate: How long after expiry the old value is still served at once while
     ///     one background refresh runs. `.zero` (default): an expired value is never served.
     ///     Must not be negative.
@@ -89,7 +89,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///     most once at a time per key (except after ``invalidate(_:)``, see there).
     public convenience init(
         maximumEntries: Int,
-        resultExpireDuration: Duration = .zero,
+        resultExpireDuration: Duration? = .zero,
         staleWhileRevalidate: Duration = .zero,
         retry: RetryCount = .never,
         clock: some Clock<Duration> = ContinuousClock(),
@@ -129,7 +129,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     public convenience init(
         maximumEntries: Int,
         maximumCost: Int,
-        resultExpireDuration: Duration = .zero,
+        resultExpireDuration: Duration? = .zero,
         staleWhileRevalidate: Duration = .zero,
         retry: RetryCount = .never,
         clock: some Clock<Duration> = ContinuousClock(),
@@ -149,7 +149,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     private init(
         entries maximumEntries: Int,
         costBound maximumCost: Int?,
-        resultExpireDuration: Duration,
+        resultExpireDuration: Duration?,
         staleWhileRevalidate: Duration,
         retry: RetryCount,
         clock: some Clock<Duration>,
@@ -159,10 +159,12 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         load: @escaping @Sendable (Key) async throws -> Value
     ) {
         precondition(maximumEntries > 0, "KeyedMonoTask: maximumEntries must be > 0, got \(maximumEntries)")
-        precondition(
-            resultExpireDuration >= .zero,
-            "KeyedMonoTask: resultExpireDuration must be >= .zero, got \(resultExpireDuration)"
-        )
+        if let resultExpireDuration {
+            precondition(
+                resultExpireDuration >= .zero,
+                "KeyedMonoTask: resultExpireDuration must be >= .zero (or nil), got \(resultExpireDuration)"
+            )
+        }
         precondition(
             staleWhileRevalidate >= .zero,
             "KeyedMonoTask: staleWhileRevalidate must be >= .zero, got \(staleWhileRevalidate)"

@@ -90,9 +90,10 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     /// - Parameters:
     ///   - retry: How failed attempts are retried. Default: no retry.
     ///   - resultExpireDuration: How long a success stays cached, counted from its completion.
-    ///     `.zero` caches nothing; `nil` caches until cleared. Must not be negative.
-    ///   - refreshAfter: Stale-while-revalidate: once a cached value is this old (but still
-    ///     within `resultExpireDuration`), a call returns it at once *and* starts one background
+    ///     `.zero` (default) caches nothing: concurrent callers still share a run; `nil` caches
+    ///     until cleared. Must not be negative.
+    ///   - refreshAfter: Refresh ahead: once a cached value is this old (but still within
+    ///     `resultExpireDuration`), a call returns it at once *and* starts one background
     ///     refresh. `nil` (default) disables it. Must not be negative and must be smaller than
     ///     `resultExpireDuration`.
     ///   - taskQueue: The queue on which `task` is called.
@@ -113,7 +114,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///   - task: The work. It must call its callback once; later calls are ignored.
     public convenience init(
         retry: RetryCount = .never,
-        resultExpireDuration: Duration?,
+        resultExpireDuration: Duration? = .zero,
         refreshAfter: Duration? = nil,
         taskQueue: DispatchQueue = .global(),
         callbackQueue: DispatchQueue = .global(),
@@ -134,9 +135,10 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///
     /// - Parameters:
     ///   - retry: How failed attempts are retried. Default: no retry.
-    ///   - resultExpireDuration: How long a success stays cached; `nil` until cleared.
-    ///   - refreshAfter: Stale-while-revalidate threshold, or `nil` (default) for none. Must not
-    ///     be negative and must be smaller than `resultExpireDuration`.
+    ///   - resultExpireDuration: How long a success stays cached; `.zero` (default) caches
+    ///     nothing, `nil` caches until cleared.
+    ///   - refreshAfter: The refresh-ahead age, or `nil` (default) for none. Must not be negative
+    ///     and must be smaller than `resultExpireDuration`.
     ///   - callbackQueue: The queue on which ``execute(forceUpdate:then:)`` handlers are called.
     ///   - clock: The clock for the cache's time to live and the retry backoff. Default:
     ///     `ContinuousClock()`.
@@ -148,7 +150,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///   - task: The work, returning its outcome. Cancelled by `clearResult(.cancel)`.
     public convenience init(
         retry: RetryCount = .never,
-        resultExpireDuration: Duration?,
+        resultExpireDuration: Duration? = .zero,
         refreshAfter: Duration? = nil,
         callbackQueue: DispatchQueue = .global(),
         clock: some Clock<Duration> = ContinuousClock(),

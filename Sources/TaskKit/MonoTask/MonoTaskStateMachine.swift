@@ -220,7 +220,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         } else if let waiter {
             execution!.waiters.append(Entry(id: id, waiter: waiter))
         }
-        if waiter != nil { counters.recordMergedCaller() }
+        if waiter != nil { counters.recordMerge() }
         return .enqueued(startRun: nil)
     }
 
@@ -351,7 +351,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     @inlinable
     mutating func cacheHit(now: Duration) -> (value: Value, startRun: Generation?)? {
         guard let cached, isFresh(cached, now: now) else { return nil }
-        counters.recordCacheHit()
+        counters.recordHit()
         var startRun: Generation?
         if execution == nil, isRefreshDue(cached, now: now) {
             startRun = beginBackgroundRun()
@@ -359,7 +359,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         return (cached.value, startRun)
     }
 
-    /// Creates a run without waiters (a stale-while-revalidate refresh); see ``beginRun(waiters:)``.
+    /// Creates a run without waiters (a refresh-ahead run); see ``beginRun(waiters:)``.
     @usableFromInline
     mutating func beginBackgroundRun() -> Generation? {
         beginRun(waiters: [])
@@ -370,7 +370,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     @usableFromInline
     mutating func beginRun(waiters: [Entry]) -> Generation? {
         generation &+= 1
-        counters.executions += 1
+        counters.loads += 1
         let canStart = zombieBodies == 0
         execution = Execution(
             generation: generation,
@@ -389,7 +389,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         if let followUp = old.followUp { waiters.append(contentsOf: followUp) }
         // No body is active here (the old body just returned, or the old run was in backoff).
         generation &+= 1
-        counters.executions += 1
+        counters.loads += 1
         execution = Execution(
             generation: generation,
             phase: .running,

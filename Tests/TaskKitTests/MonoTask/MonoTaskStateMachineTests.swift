@@ -49,8 +49,8 @@ import TaskKitTestSupport
         #expect(done?.value == 7)
         #expect(done?.next == nil)
         #expect(!m.isExecuting)
-        #expect(m.counters.executions == 1)
-        #expect(m.counters.mergedCallers == 2)
+        #expect(m.counters.loads == 1)
+        #expect(m.counters.merges == 2)
     }
 
     @Test func successIsCachedForTheTTLCountedFromCompletion() {
@@ -73,7 +73,7 @@ import TaskKitTestSupport
         }
         let v3 = Self.started(Self.call(&m, "c", at: .seconds(15)))
         #expect(v3 == 2)
-        #expect(m.counters.cacheHits == 2)
+        #expect(m.counters.hits == 2)
     }
 
     @Test func zeroTTLCachesNothingButStillMerges() {
@@ -122,7 +122,7 @@ import TaskKitTestSupport
         #expect(v8 == 1)
         let v9 = Self.started(Self.call(&m, nil))
         #expect(v9 == .some(nil))
-        #expect(m.counters.mergedCallers == 0)
+        #expect(m.counters.merges == 0)
         let done = Self.finished(m.attemptFinished(generation: 1, result: .success(2), now: .zero))
         #expect(done?.waiters == [])
         #expect(m.currentValue(now: .zero) == 2)
@@ -157,7 +157,7 @@ import TaskKitTestSupport
         }
         #expect(waiters == ["a", "b"])
         #expect(m.counters.retries == 2)
-        #expect(m.counters.executions == 1)
+        #expect(m.counters.loads == 1)
     }
 
     @Test func jitterComesFromTheInjectedGeneratorSoEveryDelayIsKnown() {
@@ -267,7 +267,7 @@ import TaskKitTestSupport
         #expect(first?.next == 2)
         let second = Self.finished(m.attemptFinished(generation: 2, result: .success(2), now: .zero))
         #expect(second?.next == nil)
-        #expect(m.counters.executions == 2)
+        #expect(m.counters.loads == 2)
     }
 
     // MARK: clearResult
@@ -409,7 +409,7 @@ import TaskKitTestSupport
         #expect(v22 == .some(nil))
         let done = Self.finished(m.attemptFinished(generation: 2, result: .success(2), now: .zero))
         #expect(done?.waiters == ["late"])
-        #expect(m.counters.mergedCallers == 1)
+        #expect(m.counters.merges == 1)
     }
 
     @Test func idleClearWithoutRestartOnlyDropsTheCache() {

@@ -23,7 +23,7 @@ import TaskKitTestSupport
         #expect(task.currentResult == nil)
         #expect(try await task.executeThrows() == 2)
         #expect(runs.value == 2)
-        #expect(task.counters.cacheHits == 1)
+        #expect(task.counters.hits == 1)
     }
 
     @Test func aCacheHitCompletesWithoutSuspendingTheCaller() async throws {
@@ -47,7 +47,7 @@ import TaskKitTestSupport
         }
         async let a = task.asyncExecute()
         async let b = task.asyncExecute()
-        await eventually { task.counters.mergedCallers == 1 }
+        await eventually { task.counters.merges == 1 }
         gate.open()
         #expect(try await a.get() == 1)
         #expect(try await b.get() == 1)
@@ -67,7 +67,7 @@ import TaskKitTestSupport
             for _ in 0..<200 {
                 group.addTask { try? await task.executeThrows() }
             }
-            await eventually { task.counters.mergedCallers == 199 }
+            await eventually { task.counters.merges == 199 }
             gate.open()
             return await group.reduce(into: [Int?]()) { $0.append($1) }
         }
@@ -113,7 +113,7 @@ import TaskKitTestSupport
         }
         async let a = task.asyncExecute()
         async let b = task.asyncExecute()
-        await eventually { task.counters.mergedCallers == 1 }
+        await eventually { task.counters.merges == 1 }
         gate.open()
         let (ra, rb) = await (a, b)
         // Both see the third attempt's error, never an intermediate one.
@@ -139,7 +139,7 @@ import TaskKitTestSupport
         async let first = task.asyncExecute()
         await entered.wait(untilAtLeast: 1)
         async let forced = task.asyncExecute(forceUpdate: true)
-        await eventually { task.counters.mergedCallers == 1 }
+        await eventually { task.counters.merges == 1 }
         #expect(entered.value == 1)  // the forced call did not start a second run beside the first
         gates[0].open()
         #expect(try await first.get() == 1)
@@ -178,7 +178,7 @@ import TaskKitTestSupport
         }
         async let a = task.asyncExecute()
         async let b = task.asyncExecute()
-        await eventually { task.counters.mergedCallers == 1 }
+        await eventually { task.counters.merges == 1 }
         await clock.waitForSleepers(count: 1)
         task.clearResult(ongoingExecutionStrategy: .cancel)
         let (ra, rb) = await (a, b)
@@ -250,7 +250,7 @@ import TaskKitTestSupport
         task.clearResult(ongoingExecutionStrategy: .restart)
         #expect(entered.value == 1)  // not started immediately
         async let new = task.asyncExecute()
-        await eventually { task.counters.mergedCallers == 1 }
+        await eventually { task.counters.merges == 1 }
         gates[0].open()
         await entered.wait(untilAtLeast: 2)
         gates[1].open()
@@ -288,7 +288,7 @@ import TaskKitTestSupport
         #expect(task.isExecuting)
         #expect(task.currentResult == nil)
         async let late = task.asyncExecute()
-        await eventually { task.counters.mergedCallers == 1 }
+        await eventually { task.counters.merges == 1 }
         gate.open()
         #expect(try await late.get() == 2)
         #expect(entered.value == 2)
@@ -304,7 +304,7 @@ import TaskKitTestSupport
         }
         let leaver = Task { await task.asyncExecute() }
         async let stayer = task.asyncExecute()
-        await eventually { task.counters.mergedCallers == 1 }
+        await eventually { task.counters.merges == 1 }
         leaver.cancel()
         let left = try await leaver.boundedValue()
         #expect(throws: CancellationError.self) { try left.get() }
@@ -417,8 +417,8 @@ import TaskKitTestSupport
         await eventually { !task.isExecuting }
         #expect(task.currentResult == 2)
         let counters = task.counters
-        #expect(counters.executions == 2)
-        #expect(counters.cacheHits == 2)
+        #expect(counters.loads == 2)
+        #expect(counters.hits == 2)
     }
 
     // MARK: Configuration
@@ -475,6 +475,6 @@ import TaskKitTestSupport
         #expect(forever.currentResult == 7)
         forever.clearResult(restartWhenIdle: true)
         await eventually { forever.currentResult == 7 && !forever.isExecuting }
-        #expect(forever.counters.executions == 2)
+        #expect(forever.counters.loads == 2)
     }
 }
