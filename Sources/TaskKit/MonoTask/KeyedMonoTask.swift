@@ -71,11 +71,11 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///     one background refresh runs. `.zero` (default): an expired value is never served.
     ///     Must not be negative.
     ///   - retry: How failed attempts are retried. Default: no retry.
-    ///   - clock: The clock for expiry and the retry backoff. Default: `ContinuousClock()`. On
-    ///     Linux a `ContinuousClock` is read at the kernel's tick (a few milliseconds, what
-    ///     `clock_getres(CLOCK_MONOTONIC_COARSE)` reports), which makes a hit about twice as fast
-    ///     as a precise read: expiry is exact to within one tick. Pass `SuspendingClock()` where
-    ///     durations below a few milliseconds must be exact.
+    ///   - clock: The clock for expiry and the retry backoff. Default: ``CoarseContinuousClock``,
+    ///     `ContinuousClock`'s time read on Linux at the kernel's tick (its
+    ///     ``CoarseContinuousClock/minimumResolution``, a few milliseconds), which makes a hit
+    ///     about twice as fast as a precise read: expiry is exact to within one tick. Pass
+    ///     `ContinuousClock()` where durations below a few milliseconds must be exact.
     ///   - metricsLabel: With a label, the cache reports through the bootstrapped swift-metrics
     ///     `MetricsSystem` with the dimension `("name", metricsLabel)`: ``MonoTask``'s metric
     ///     names (a load is a run) and `taskkit_keyed_evictions` (see <doc:RunningOnAServer>).
@@ -92,7 +92,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         resultExpireDuration: Duration? = .zero,
         staleWhileRevalidate: Duration = .zero,
         retry: RetryCount = .never,
-        clock: some Clock<Duration> = ContinuousClock(),
+        clock: some Clock<Duration> = CoarseContinuousClock(),
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
         load: @escaping @Sendable (Key) async throws -> Value
@@ -132,7 +132,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         resultExpireDuration: Duration? = .zero,
         staleWhileRevalidate: Duration = .zero,
         retry: RetryCount = .never,
-        clock: some Clock<Duration> = ContinuousClock(),
+        clock: some Clock<Duration> = CoarseContinuousClock(),
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
         cost: @escaping @Sendable (Key, Value) -> Int,

@@ -1,7 +1,6 @@
 import CoreMetrics
 import Foundation
 import Logging
-import Synchronization
 
 /// Runs one expensive operation at most once at a time, caches its success for a while, and
 /// retries its failures with backoff.
@@ -67,17 +66,6 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     /// `false` when freshness never depends on time (an infinite time to live, or zero, with no
     /// refresh): callers skip the clock.
     @usableFromInline let hitsReadTheClock: Bool
-    /// ``MonoTaskStateMachine/callersJoinRun``, republished under the lock by every event that
-    /// can change it (see ``publishCallersJoinRun(_:)``). While it reads `true`, a caller that
-    /// does not force an update skips the fast path and registers at once: one lock round trip
-    /// instead of two. A stale read only costs speed, never correctness: the registration
-    /// decides under the lock (a fresh value is delivered at once, as from the fast path). A
-    /// caller that learned of a run's end (through its continuation or the lock) reads the value
-    /// stored before that end was published, so a hit after a finished run takes the fast path.
-    @usableFromInline let callersJoinRun = Atomic<Bool>(false)
-    /// Identifiers of callers that register without the fast path. They start at 2^63, so they
-    /// never meet the state machine's, which count up from 1, one per call.
-    @usableFromInline let directWaiterIDs = Atomic<UInt64>(1 << 63)
     /// The metric objects, with a `metricsLabel`; `nil` (no metric objects) without.
     @usableFromInline let metrics: MonoTaskMetrics?
     /// The tracing seam, with a `tracing:` other than `.none`; `nil` (no span, no context) without.
@@ -229,11 +217,9 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         let now = time.now()
         let action = state.withLock { state in
             let id = state.machine.makeWaiterID()
-            let action = state.machine.execute(
+            return state.machine.execute(
                 waiter: completionHandler.map { .callback($0) }, id: id, forceUpdate: forceUpdate, now: now
             )
-            publishCallersJoinRun(state.machine)
-            return action
         }
         if let metrics { metrics.record(action) }
         switch action {
@@ -265,11 +251,6 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     @discardableResult
     nonisolated(nonsending)
     public func asyncExecute(forceUpdate: Bool = false) async -> Result<TaskResult, any Error> {
-        if !forceUpdate, callersJoinRun.load(ordering: .relaxed) {
-            // A run is in progress and nothing fresh is cached: join it in one lock round trip.
-            let id = directWaiterIDs.wrappingAdd(1, ordering: .relaxed).oldValue
-            return await wait(id: id, forceUpdate: false)
-        }
         // On a miss the time is read again before registering, so `.zero` here is harmless.
         let now = hitsReadTheClock ? time.now() : .zero
         let fast = state.withLock { $0.machine.fastPath(forceUpdate: forceUpdate, now: now) }
@@ -307,12 +288,10 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
                 // waiter back exactly once (final delivery, clearResult(.cancel) or cancelWaiter).
                 let now = hitsReadTheClock ? time.now() : .zero
                 let action = state.withLock { state in
-                    let action = state.machine.execute(
+                    state.machine.execute(
                         waiter: .async(continuation), id: id, forceUpdate: forceUpdate, now: now,
                         callerCancelled: Task.isCancelled
                     )
-                    publishCallersJoinRun(state.machine)
-                    return action
                 }
                 if let metrics { metrics.record(action) }
                 switch action {
@@ -370,7 +349,6 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
             let action = state.machine.clearResult(
                 strategy: ongoingExecutionStrategy, restartWhenIdle: restartWhenIdle
             )
-            publishCallersJoinRun(state.machine)
             switch action {
             case .none, .startRun(_, cancelRun: nil), .failWaiters(_, cancelRun: nil):
                 return (action, nil)
@@ -388,17 +366,6 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         case .failWaiters(let waiters, _):
             logger.debug("MonoTask: clearResult cancelled the run in progress (\(waiters.count) waiters)")
             deliver(.failure(Errors.executionCancelledDueToClearResult), to: waiters)
-        }
-    }
-
-    /// Stores the machine's ``MonoTaskStateMachine/callersJoinRun`` in ``callersJoinRun``.
-    /// Called under the lock after every event that can start or end a run or store a value,
-    /// so the flag changes in the same order as the state; it is written only when it changes.
-    @inlinable
-    func publishCallersJoinRun(_ machine: borrowing Machine) {
-        let joins = machine.callersJoinRun
-        if callersJoinRun.load(ordering: .relaxed) != joins {
-            callersJoinRun.store(joins, ordering: .relaxed)
         }
     }
 
@@ -442,7 +409,6 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
             let now = time.now()
             let action = state.withLock { state -> Machine.AttemptFinishedAction in
                 let action = state.machine.attemptFinished(generation: generation, result: result, now: now)
-                publishCallersJoinRun(state.machine)
                 if !state.machine.isLive(generation), state.runTask?.generation == generation {
                     state.runTask = nil
                 }

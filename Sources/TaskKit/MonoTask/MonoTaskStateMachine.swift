@@ -167,16 +167,6 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         return now - cached.storedAt >= refreshAfter
     }
 
-    /// Whether a caller that does not force an update would join the run in progress: a run
-    /// exists and no cached value can be fresh (none is cached, or the time to live is zero).
-    /// A cached value only grows older, so `true` stays true until the run ends or a value is
-    /// stored.
-    @inlinable
-    var callersJoinRun: Bool {
-        guard execution != nil else { return false }
-        return cached == nil || configuration.timeToLive == .zero
-    }
-
     // MARK: Callers
 
     /// The lock-held fast path of an async caller: a cache hit, or a waiter identifier to register.
