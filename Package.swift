@@ -87,6 +87,7 @@ let package = Package(
         .target(
             name: "TaskKitPostgres",
             dependencies: [
+                "TaskKit",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import TaskKit
 
 /// Single-flight across processes that share a PostgreSQL database: for a key, at most one
 /// `load` runs at a time in the whole fleet, and every caller waiting meanwhile gets its result.
@@ -13,9 +14,11 @@ import PostgresNIO
 /// }
 /// ```
 ///
-/// - Inside a process, concurrent callers of a key are merged first: the process makes at most
-///   one claim per key at a time, with the first caller's `load`, `Value` type and
-///   `resultExpireDuration`.
+/// - Inside a process, concurrent callers of a key are merged first, by TaskKit's single-flight
+///   (a ``KeyedMonoTask`` that caches nothing): the process makes at most one claim per key at a
+///   time, with the first caller's `load`, `Value` type and `resultExpireDuration`. A caller
+///   whose task is cancelled leaves at once; the flight goes on for the others, and when all
+///   have left it still ends (its result is stored for the fleet).
 /// - Across processes, a row per key in one table holds a *claim* (a token and a lease) and the
 ///   last result. The caller that takes the claim runs `load`, renews the lease every third of it
 ///   (a heartbeat), then stores the result and releases the claim in one statement. Others poll
@@ -43,7 +46,11 @@ public final class PostgresSingleFlight: Sendable {
     private let statementTimeout: Duration
     private let maximumPollInterval: Duration
     private let statements: SingleFlightStatements
-    private let flights = FlightTable()
+    /// The in-process merge: one flight per key at a time, nothing cached (the database is the
+    /// cache).
+    private let flights = KeyedMonoTask<ProcessFlight, FlightOutput>(maximumEntries: 1) { flight in
+        try await flight.fly()
+    }
 
     /// Creates a single-flight coordinator over `client`.
     ///
@@ -61,7 +68,7 @@ public final class PostgresSingleFlight: Sendable {
         client: PostgresClient,
         tableName: String = "taskkit_single_flight",
         lease: Duration = .seconds(30),
-        logger: Logger = Logger(label: "TaskKitPostgres", factory: { _ in SwiftLogNoOpLogHandler() })
+        logger: Logger = .silent(label: "TaskKitPostgres")
     ) {
         self.init(
             client: client, tableName: tableName, lease: lease, logger: logger,
@@ -129,9 +136,11 @@ public final class PostgresSingleFlight: Sendable {
             )
         }
         let digest = KeyDigest(key)
-        let output = try await flights.output(forKey: digest.hex) {
-            try await self.fly(digest, resultExpireDuration: resultExpireDuration, load: load)
-        }
+        let output = try await flights.value(
+            for: ProcessFlight(key: digest.hex) {
+                try await self.fly(digest, resultExpireDuration: resultExpireDuration, load: load)
+            }
+        )
         if let value = output.value as? Value { return value }
         do {
             return try JSONDecoder().decode(Value.self, from: output.data)
