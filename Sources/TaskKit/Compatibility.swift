@@ -8,7 +8,10 @@ import Logging
 // renamed to the Swift-first name to use instead, so the compiler's warning and fix-it lead a
 // port to it; the migration articles in TaskKit.docc list them. A `TimeInterval` here is a number
 // of seconds; NaN and a positive infinity have no nearest duration and stop the program with a
-// message naming the parameter.
+// message naming the parameter. The seconds-based overloads that share their labels with a
+// `Duration` one are `@_disfavoredOverload`: otherwise `.zero`, which both `Double` and `Duration`
+// have, would pick the `Double` overload (an exact match beats an optional `Duration?`) and a
+// call written in the primary spelling would get the deprecation warning.
 
 extension RetryCount {
     /// Monstra's nested name for ``IntervalProxy``: `RetryCount.IntervalProxy.exponentialBackoff(…)`
@@ -127,6 +130,7 @@ extension IntervalProxy {
     }
 
     /// The seconds-based spelling of `capped(at: Duration)`: the cap in seconds; a negative value is 0.
+    @_disfavoredOverload
     @available(*, deprecated, renamed: "capped(at:)", message: "pass the cap as a Duration")
     public func capped(at maximumTimeInterval: TimeInterval) -> IntervalProxy {
         capped(at: Self.delay(maximumTimeInterval, "maximumTimeInterval"))
@@ -171,6 +175,7 @@ extension RetrySchedule {
     public var lastTimeInterval: TimeInterval? { lastDelay?.timeInterval }
 
     /// The seconds-based spelling of `nextDelay(atLeast: Duration)`: the minimum in seconds.
+    @_disfavoredOverload
     @available(*, deprecated, renamed: "nextDelay(atLeast:)", message: "pass the minimum as a Duration")
     public mutating func nextDelay(atLeast minimum: TimeInterval) -> Duration? {
         var generator = SystemRandomNumberGenerator()
@@ -183,6 +188,7 @@ extension MonoTask {
     /// `resultExpireDuration` and `refreshAfter` in seconds, `.infinity` for a value cached until
     /// cleared. A negative or NaN `resultExpireDuration`, and a `refreshAfter` that is not finite,
     /// not below `resultExpireDuration` or negative, stop the program with a message naming it.
+    @_disfavoredOverload
     @available(
         *, deprecated, renamed: "init(retry:resultExpireDuration:refreshAfter:taskQueue:callbackQueue:clock:logger:metricsLabel:tracing:task:)",
         message: "pass the durations as Duration? (nil: cached until cleared)"
@@ -211,6 +217,7 @@ extension MonoTask {
     /// `resultExpireDuration` and `refreshAfter` in seconds, `.infinity` for a value cached until
     /// cleared, validated as by the callback form. `taskQueue` is accepted and not used: an async
     /// block runs in a Swift task.
+    @_disfavoredOverload
     @available(
         *, deprecated, renamed: "init(retry:resultExpireDuration:refreshAfter:callbackQueue:clock:logger:metricsLabel:tracing:task:)",
         message: "pass the durations as Duration? (nil: cached until cleared); an async block takes no taskQueue"

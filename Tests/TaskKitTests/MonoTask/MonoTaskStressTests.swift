@@ -13,16 +13,16 @@ import TaskKitTestSupport
 
     struct Setup: Sendable, CustomTestStringConvertible {
         var block: BlockKind
-        var ttl: Double
+        var ttl: Duration
         var retry: RetryCount
         var testDescription: String { "\(block) block, ttl \(ttl), retry \(retry)" }
     }
 
     static let setups: [Setup] = [
-        Setup(block: .async, ttl: 0, retry: .never),
-        Setup(block: .async, ttl: 0.0005, retry: 2),
-        Setup(block: .callback, ttl: 0, retry: 1),
-        Setup(block: .callback, ttl: 0.0005, retry: .never),
+        Setup(block: .async, ttl: .zero, retry: .never),
+        Setup(block: .async, ttl: .microseconds(500), retry: 2),
+        Setup(block: .callback, ttl: .zero, retry: 1),
+        Setup(block: .callback, ttl: .microseconds(500), retry: .never),
     ]
 
     static func makeTask(
