@@ -298,6 +298,24 @@ extension MonoTask {
     }
 }
 
+extension TaskStoreDuplicateKeyBehavior {
+    /// The published TaskStore package's name for ``prefersPrevious``.
+    @available(*, deprecated, renamed: "prefersPrevious")
+    public var preferPrevious: Bool { prefersPrevious }
+
+    /// The published TaskStore package's name for ``cancelsPrevious``.
+    @available(*, deprecated, renamed: "cancelsPrevious")
+    public var cancelPrevious: Bool { cancelsPrevious }
+
+    /// The published TaskStore package's name for ``waitsForPrevious``.
+    @available(*, deprecated, renamed: "waitsForPrevious")
+    public var waitForPrevious: Bool { waitsForPrevious }
+
+    /// The published TaskStore package's name for ``runsNewTask``.
+    @available(*, deprecated, renamed: "runsNewTask")
+    public var runNewTask: Bool { runsNewTask }
+}
+
 extension TaskStore {
     /// The published TaskStore package's name for ``runningKeys``.
     @available(*, deprecated, renamed: "runningKeys")

@@ -73,6 +73,7 @@ import TaskKitTestSupport
         #expect(!model.taskStore.taskIsRunning(forKey: .viewTask))
     }
 
+    @available(*, deprecated, message: "exercises the TaskStore package's read-outs, kept as deprecated aliases")
     @Test func duplicateKeyBehaviours() async throws {
         let store = TaskStore<String>()
         let log = Recorder()
