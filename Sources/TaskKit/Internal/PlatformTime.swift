@@ -46,13 +46,26 @@ func coarseContinuousResolution() -> Duration {
 }
 
 #if os(Linux)
-/// The instants of ``CoarseContinuousClock`` on Linux: one process-wide coarse time source,
-/// offset from the `ContinuousClock` instant read when it was made.
+/// The instants of ``CoarseContinuousClock`` on Linux: one process-wide coarse time source, whose
+/// offsets count from the `ContinuousClock` instant of its origin.
+///
+/// `ContinuousClock` reads `CLOCK_BOOTTIME` on Linux, so the instant of the source's origin (a
+/// boot time read at the last tick) is a precise `ContinuousClock.now` moved back by the precise
+/// boot time's lead over it, read next to it. A coarse instant is therefore never ahead of
+/// `ContinuousClock.now`, and at most one tick behind it.
 struct LinuxCoarseInstants: Sendable {
     static let shared = LinuxCoarseInstants()
 
-    private let time = LinuxCoarseContinuousTime()
-    private let origin = ContinuousClock.now
+    private let time: LinuxCoarseContinuousTime
+    private let origin: ContinuousClock.Instant
+
+    init() {
+        let time = LinuxCoarseContinuousTime()
+        let boot = LinuxCoarseContinuousTime.read(CLOCK_BOOTTIME)
+        let precise = ContinuousClock.now
+        self.time = time
+        self.origin = precise.advanced(by: .nanoseconds(time.origin &- boot))
+    }
 
     func now() -> ContinuousClock.Instant {
         origin.advanced(by: time.now())
@@ -73,7 +86,7 @@ struct LinuxCoarseInstants: Sendable {
 /// with the old `offset` (or the reverse) returns a time off by at most one measurement's noise.
 final class LinuxCoarseContinuousTime: MonoTaskTimeSource {
     /// The boot time, in nanoseconds, at creation (coarse time plus offset).
-    private let origin: Int64
+    fileprivate let origin: Int64
     /// `CLOCK_BOOTTIME` minus `CLOCK_MONOTONIC`, in nanoseconds, when last measured.
     private let offset: Atomic<Int64>
     /// The coarse time, in nanoseconds, when `offset` was last measured.
@@ -116,7 +129,7 @@ final class LinuxCoarseContinuousTime: MonoTaskTimeSource {
         return boot &- (before &+ (after &- before) / 2)
     }
 
-    private static func read(_ clock: clockid_t) -> Int64 {
+    fileprivate static func read(_ clock: clockid_t) -> Int64 {
         var time = timespec()
         // Cannot fail: the clocks are ones every Linux kernel TaskKit runs on provides, and
         // `time` is a valid address.
