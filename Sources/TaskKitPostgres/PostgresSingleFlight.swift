@@ -15,7 +15,7 @@ import TaskKit
 /// ```
 ///
 /// - Inside a process, concurrent callers of a key are merged first, by TaskKit's single-flight
-///   (a ``KeyedMonoTask`` that caches nothing): the process makes at most one claim per key at a
+///   (a `KeyedMonoTask` that caches nothing): the process makes at most one claim per key at a
 ///   time, with the first caller's `load`, `Value` type and `resultExpireDuration`. A caller
 ///   whose task is cancelled leaves at once; the flight goes on for the others, and when all
 ///   have left it still ends (its result is stored for the fleet).

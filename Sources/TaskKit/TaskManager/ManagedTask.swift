@@ -44,7 +44,7 @@ extension ManagedTask {
 }
 
 /// A ``ManagedTask`` written in the callback style: its work is ``execute(completion:)``, and
-/// ``execute()`` suspends, without blocking a thread, until the completion is called.
+/// ``ManagedTask/execute()`` suspends, without blocking a thread, until the completion is called.
 ///
 /// ```swift
 /// final class LegacyFetch: CallbackManagedTask {

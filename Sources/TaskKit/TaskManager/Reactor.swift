@@ -41,7 +41,7 @@ extension Reactor {
 }
 
 /// A ``Reactor`` written in the callback style: its reaction is ``execute(done:)``, and
-/// ``execute()`` suspends, without blocking a thread, until `done` is called.
+/// ``Reactor/execute()`` suspends, without blocking a thread, until `done` is called.
 public protocol CallbackReactor: Reactor {
     /// Performs the reaction and calls `done` once: `nil` on success, or the error.
     func execute(done: @escaping @Sendable ((any Error)?) -> Void)
