@@ -135,6 +135,7 @@ let package = Package(
         .target(
             name: "TaskKitPostgres",
             dependencies: [
+                "TaskKit",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto", condition: .when(traits: ["PostgreSQL"])),

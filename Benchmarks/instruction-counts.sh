@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Instructions per iteration, counted by callgrind (repeatable on a shared machine, unlike wall
 # time): the seed's CoFuture workload for CoFuture and its peers; TaskStore's `addTask` + await
-# against a bare `Task` with the same operation; TaskManager's `value(of:)` round trip against
-# `addTask` + `next()` on a task group, and `add(task:completion:)` through one pass-through
+# against a bare `Task` with the same operation; TaskManager's `value(of:)` round trip (without
+# and with one pass-through interceptor) against `addTask` + `next()` on a task group, and `add(task:completion:)` through one pass-through
 # interceptor against `addTask` on a task group (all tasks at once, per task); a MonoTask and a
 # KeyedMonoTask cache hit; and a batch of 100 callers merged into one MonoTask execution, against
 # the hand-written actor and the batch's floor (children waiting for one gate), per caller.
@@ -41,7 +41,7 @@ echo
 printf '%-32s %s\n' workload "instructions/round trip (n=$n, least of 5 runs)"
 for workload in taskstore-bare taskstore taskstore-flag-bare taskstore-read \
     taskstore-concurrent-bare taskstore-concurrent taskstore-actor-bare taskstore-actor \
-    taskgroup-roundtrip taskmanager-value taskgroup-throughput taskmanager-throughput \
+    taskgroup-roundtrip taskmanager-value taskmanager-value-intercepted taskgroup-throughput taskmanager-throughput \
     monotask-hit keyedmonotask-hit; do
     best=""
     for _ in 1 2 3 4 5; do

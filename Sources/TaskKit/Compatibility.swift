@@ -4,28 +4,37 @@ import Logging
 
 // The original names where TaskKit's own differ, as thin overloads and aliases so that a port is
 // mostly an import change: Monstra's, the published TaskStore package's, and TaskKit's own
-// seconds-based (`TimeInterval`) spellings of what now takes a `Duration`. Each is documented
-// with the name it stands for and the Swift-first name to use instead; the migration articles
-// in TaskKit.docc list them. A `TimeInterval` here is a number of seconds; NaN and a positive
-// infinity have no nearest duration and stop the program with a message naming the parameter.
+// seconds-based (`TimeInterval`) spellings of what now takes a `Duration`. Each is deprecated,
+// renamed to the Swift-first name to use instead, so the compiler's warning and fix-it lead a
+// port to it; the migration articles in TaskKit.docc list them. A `TimeInterval` here is a number
+// of seconds; NaN and a positive infinity have no nearest duration and stop the program with a
+// message naming the parameter. The seconds-based overloads that share their labels with a
+// `Duration` one are `@_disfavoredOverload`: otherwise `.zero`, which both `Double` and `Duration`
+// have, would pick the `Double` overload (an exact match beats an optional `Duration?`) and a
+// call written in the primary spelling would get the deprecation warning.
 
 extension RetryCount {
     /// Monstra's nested name for ``IntervalProxy``: `RetryCount.IntervalProxy.exponentialBackoff(…)`
     /// and ``IntervalProxy`` are the same type.
+    @available(*, deprecated, renamed: "TaskKit.IntervalProxy")
     public typealias IntervalProxy = TaskKit.IntervalProxy
 }
 
 extension IntervalProxy {
     /// Monstra's name for ``defaultInitialDelay``, in seconds (1).
+    @available(*, deprecated, renamed: "defaultInitialDelay", message: "a Duration")
     public static var DefaultInitialTimeInterval: TimeInterval { defaultInitialDelay.timeInterval }
 
     /// Monstra's name for ``defaultScaleRate`` (2).
+    @available(*, deprecated, renamed: "defaultScaleRate")
     public static var DefaultExponentialBackoffScaleRate: Double { defaultScaleRate }
 
     /// The seconds-based name for ``defaultInitialDelay``, in seconds (1).
+    @available(*, deprecated, renamed: "defaultInitialDelay", message: "a Duration")
     public static var defaultInitialTimeInterval: TimeInterval { defaultInitialDelay.timeInterval }
 
     /// The seconds-based name for ``maximumDelay``: the cap in seconds, or `nil` for none.
+    @available(*, deprecated, renamed: "maximumDelay", message: "a Duration")
     public var maximumTimeInterval: TimeInterval? { maximumDelay?.timeInterval }
 
     /// The seconds-based spelling of ``init(growth:maximumDelay:jitter:)``: the cap in seconds.
@@ -34,6 +43,7 @@ extension IntervalProxy {
     ///   - growth: How the base delay grows.
     ///   - maximumTimeInterval: The cap in seconds, or `nil` for none; a negative value is 0.
     ///   - jitter: The randomisation to apply.
+    @available(*, deprecated, renamed: "init(growth:maximumDelay:jitter:)", message: "pass the cap as a Duration")
     public init(growth: Growth, maximumTimeInterval: TimeInterval?, jitter: Jitter = .none) {
         self.init(
             growth: growth,
@@ -43,6 +53,7 @@ extension IntervalProxy {
     }
 
     /// Monstra's spelling of ``fixed(_:)``: the delay in seconds (default 0; a negative value is 0).
+    @available(*, deprecated, renamed: "fixed(_:)", message: "pass the delay as a Duration: .fixed(.seconds(1))")
     public static func fixed(timeInterval: TimeInterval = 0) -> IntervalProxy {
         .fixed(delay(timeInterval, "timeInterval"))
     }
@@ -55,6 +66,7 @@ extension IntervalProxy {
     ///   - scaleRate: The growth factor; a value below 1 acts as 1.
     ///   - maximumTimeInterval: An optional cap in seconds; a negative value is 0.
     ///   - jitter: Optional randomisation. Defaults to none.
+    @available(*, deprecated, renamed: "exponential(initial:scaleRate:maximumDelay:jitter:)", message: "pass the delays as Durations")
     public static func exponentialBackoff(
         initialTimeInterval: TimeInterval = defaultInitialTimeInterval,
         scaleRate: Double = defaultScaleRate,
@@ -78,6 +90,7 @@ extension IntervalProxy {
     ///   - originalInitialInterval: The fixed delay after the exponential phase; a negative value is 0.
     ///   - maxExponentialBackoffCount: How many retries after the first still grow; a negative value is 0.
     ///   - scaleRate: The growth factor; a value below 1 acts as 1.
+    @available(*, deprecated, renamed: "exponentialThenFixed(initial:scaleRate:exponentialRetries:fixed:)", message: "pass the delays as Durations")
     public static func exponentialBackoffBeforeFixed(
         initialTimeInterval: TimeInterval = defaultInitialTimeInterval,
         originalInitialInterval: TimeInterval = defaultInitialTimeInterval,
@@ -101,6 +114,7 @@ extension IntervalProxy {
     ///   - originalInitialInterval: The delay of the fixed phase; a negative value is 0.
     ///   - maxFixedCount: How many retries after the first use the fixed delay; a negative value is 0.
     ///   - scaleRate: The growth factor of the exponential phase; a value below 1 acts as 1.
+    @available(*, deprecated, renamed: "fixedThenExponential(first:fixed:fixedRetries:scaleRate:)", message: "pass the delays as Durations")
     public static func exponentialBackoffAfterFixed(
         initialTimeInterval: TimeInterval = defaultInitialTimeInterval,
         originalInitialInterval: TimeInterval = defaultInitialTimeInterval,
@@ -116,16 +130,20 @@ extension IntervalProxy {
     }
 
     /// The seconds-based spelling of `capped(at: Duration)`: the cap in seconds; a negative value is 0.
+    @_disfavoredOverload
+    @available(*, deprecated, renamed: "capped(at:)", message: "pass the cap as a Duration")
     public func capped(at maximumTimeInterval: TimeInterval) -> IntervalProxy {
         capped(at: Self.delay(maximumTimeInterval, "maximumTimeInterval"))
     }
 
     /// The seconds-based spelling of ``baseDelay(forRetry:)``: the delay in seconds.
+    @available(*, deprecated, renamed: "baseDelay(forRetry:)", message: "a Duration")
     public func baseTimeInterval(forRetry retry: Int) -> TimeInterval {
         baseSeconds(forRetry: retry)
     }
 
     /// The seconds-based spelling of ``delay(forRetry:previous:using:)``: the delays in seconds.
+    @available(*, deprecated, renamed: "delay(forRetry:previous:using:)", message: "Durations")
     public func timeInterval(
         forRetry retry: Int,
         previous: TimeInterval? = nil,
@@ -135,6 +153,7 @@ extension IntervalProxy {
     }
 
     /// The seconds-based spelling of ``delay(forRetry:previous:)``: the delays in seconds.
+    @available(*, deprecated, renamed: "delay(forRetry:previous:)", message: "Durations")
     public func timeInterval(forRetry retry: Int, previous: TimeInterval? = nil) -> TimeInterval {
         var generator = SystemRandomNumberGenerator()
         return seconds(forRetry: retry, previous: previous, using: &generator)
@@ -152,9 +171,12 @@ extension IntervalProxy {
 
 extension RetrySchedule {
     /// The seconds-based name for ``lastDelay``: the last delay handed out, in seconds.
+    @available(*, deprecated, renamed: "lastDelay", message: "a Duration")
     public var lastTimeInterval: TimeInterval? { lastDelay?.timeInterval }
 
     /// The seconds-based spelling of `nextDelay(atLeast: Duration)`: the minimum in seconds.
+    @_disfavoredOverload
+    @available(*, deprecated, renamed: "nextDelay(atLeast:)", message: "pass the minimum as a Duration")
     public mutating func nextDelay(atLeast minimum: TimeInterval) -> Duration? {
         var generator = SystemRandomNumberGenerator()
         return consumeRetry(atLeast: minimum, using: &generator)
@@ -166,6 +188,11 @@ extension MonoTask {
     /// `resultExpireDuration` and `refreshAfter` in seconds, `.infinity` for a value cached until
     /// cleared. A negative or NaN `resultExpireDuration`, and a `refreshAfter` that is not finite,
     /// not below `resultExpireDuration` or negative, stop the program with a message naming it.
+    @_disfavoredOverload
+    @available(
+        *, deprecated, renamed: "init(retry:resultExpireDuration:refreshAfter:taskQueue:callbackQueue:clock:logger:metricsLabel:tracing:task:)",
+        message: "pass the durations as Duration? (nil: cached until cleared)"
+    )
     public convenience init(
         retry: RetryCount = .never,
         resultExpireDuration: TimeInterval,
@@ -173,20 +200,28 @@ extension MonoTask {
         taskQueue: DispatchQueue = .global(),
         callbackQueue: DispatchQueue = .global(),
         clock: some Clock<Duration> = ContinuousClock(),
-        logger: Logger? = nil,
+        logger: Logger = .silent(label: "TaskKit.MonoTask"),
         metricsLabel: String? = nil,
+        tracing: TaskTracing = .none,
         task: @escaping CallbackExecution
     ) {
         let (timeToLive, refresh) = Self.durations(resultExpireDuration, refreshAfter)
         self.init(
             retry: retry, resultExpireDuration: timeToLive, refreshAfter: refresh, taskQueue: taskQueue,
-            callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel, task: task
+            callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel, tracing: tracing,
+            task: task
         )
     }
 
     /// Monstra's spelling of the async initialiser that takes `resultExpireDuration: Duration?`:
     /// `resultExpireDuration` and `refreshAfter` in seconds, `.infinity` for a value cached until
-    /// cleared, validated as by the callback form.
+    /// cleared, validated as by the callback form. `taskQueue` is accepted and not used: an async
+    /// block runs in a Swift task.
+    @_disfavoredOverload
+    @available(
+        *, deprecated, renamed: "init(retry:resultExpireDuration:refreshAfter:callbackQueue:clock:logger:metricsLabel:tracing:task:)",
+        message: "pass the durations as Duration? (nil: cached until cleared); an async block takes no taskQueue"
+    )
     public convenience init(
         retry: RetryCount = .never,
         resultExpireDuration: TimeInterval,
@@ -194,19 +229,46 @@ extension MonoTask {
         taskQueue: DispatchQueue = .global(),
         callbackQueue: DispatchQueue = .global(),
         clock: some Clock<Duration> = ContinuousClock(),
-        logger: Logger? = nil,
+        logger: Logger = .silent(label: "TaskKit.MonoTask"),
         metricsLabel: String? = nil,
+        tracing: TaskTracing = .none,
         task: @escaping AsyncExecution
     ) {
         let (timeToLive, refresh) = Self.durations(resultExpireDuration, refreshAfter)
         self.init(
-            retry: retry, resultExpireDuration: timeToLive, refreshAfter: refresh, taskQueue: taskQueue,
-            callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel, task: task
+            retry: retry, resultExpireDuration: timeToLive, refreshAfter: refresh, callbackQueue: callbackQueue,
+            clock: clock, logger: logger, metricsLabel: metricsLabel, tracing: tracing, task: task
+        )
+    }
+
+    /// Monstra's labels on the async initialiser: `taskQueue` is accepted and not used, since an
+    /// async block runs in a Swift task.
+    @available(
+        *, deprecated, renamed: "init(retry:resultExpireDuration:refreshAfter:callbackQueue:clock:logger:metricsLabel:tracing:task:)",
+        message: "an async block runs in a Swift task and takes no taskQueue"
+    )
+    public convenience init(
+        retry: RetryCount = .never,
+        resultExpireDuration: Duration?,
+        refreshAfter: Duration? = nil,
+        taskQueue: DispatchQueue,
+        callbackQueue: DispatchQueue = .global(),
+        clock: some Clock<Duration> = ContinuousClock(),
+        logger: Logger = .silent(label: "TaskKit.MonoTask"),
+        metricsLabel: String? = nil,
+        tracing: TaskTracing = .none,
+        task: @escaping AsyncExecution
+    ) {
+        self.init(
+            retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter,
+            callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel, tracing: tracing,
+            task: task
         )
     }
 
     /// Monstra's spelling of ``clearResult(ongoingExecutionStrategy:restartWhenIdle:)``:
     /// `shouldRestartWhenIDLE` is `restartWhenIdle`.
+    @available(*, deprecated, renamed: "clearResult(ongoingExecutionStrategy:restartWhenIdle:)")
     public func clearResult(
         ongoingExecutionStrategy: OngoingExecutionStrategy = .allowCompletion,
         shouldRestartWhenIDLE: Bool
@@ -236,7 +298,40 @@ extension MonoTask {
     }
 }
 
+extension TaskStoreDuplicateKeyBehavior {
+    /// The published TaskStore package's name for ``prefersPrevious``.
+    @available(*, deprecated, renamed: "prefersPrevious")
+    public var preferPrevious: Bool { prefersPrevious }
+
+    /// The published TaskStore package's name for ``cancelsPrevious``.
+    @available(*, deprecated, renamed: "cancelsPrevious")
+    public var cancelPrevious: Bool { cancelsPrevious }
+
+    /// The published TaskStore package's name for ``waitsForPrevious``.
+    @available(*, deprecated, renamed: "waitsForPrevious")
+    public var waitForPrevious: Bool { waitsForPrevious }
+
+    /// The published TaskStore package's name for ``runsNewTask``.
+    @available(*, deprecated, renamed: "runsNewTask")
+    public var runNewTask: Bool { runsNewTask }
+}
+
 extension TaskStore {
     /// The published TaskStore package's name for ``runningKeys``.
+    @available(*, deprecated, renamed: "runningKeys")
     public var runningTaskKeys: Set<Key> { runningKeys }
+}
+
+extension MonoTaskCounters {
+    /// The former name of ``hits``.
+    @available(*, deprecated, renamed: "hits")
+    public var cacheHits: Int { hits }
+
+    /// The former name of ``merges``.
+    @available(*, deprecated, renamed: "merges")
+    public var mergedCallers: Int { merges }
+
+    /// The former name of ``loads``.
+    @available(*, deprecated, renamed: "loads")
+    public var executions: Int { loads }
 }

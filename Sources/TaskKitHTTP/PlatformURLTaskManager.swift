@@ -36,7 +36,7 @@ extension URLTaskManager {
         maxConcurrentTasks: Int? = nil,
         timeout: Duration? = nil,
         clock: any Clock<Duration> = ContinuousClock(),
-        logger: Logger = TaskKitHTTPLogging.silent,
+        logger: Logger = .silent(label: "TaskKitHTTP"),
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
         shutdownGracePeriod: Duration = .seconds(10),

@@ -136,7 +136,7 @@ extension URLTaskInterceptor {
 /// ``shouldExecute(after:from:with:)-(_,URLTask,_)`` returns `true` for a result, the reaction
 /// runs once (tasks that match meanwhile join it), and with
 /// `ReactorConfiguration/requeuesTask` the triggering requests are sent again afterwards.
-/// Implement `Reactor/execute()` or `Reactor/execute(done:)`.
+/// Implement `Reactor/execute()`, or conform to `CallbackReactor` or `DecisionOnlyReactor` too.
 public protocol URLTaskReactor: Reactor {
     /// Whether `result` of `task` calls for this reaction.
     func shouldExecute(after result: Result<URLTaskResponse, any Error>, from task: URLTask, with handle: TaskHandle) -> Bool

@@ -87,7 +87,7 @@ public final class URLTaskManager: Sendable {
         maxConcurrentTasks: Int? = nil,
         timeout: Duration? = nil,
         clock: any Clock<Duration> = ContinuousClock(),
-        logger: Logger = TaskKitHTTPLogging.silent,
+        logger: Logger = .silent(label: "TaskKitHTTP"),
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
         shutdownGracePeriod: Duration = .seconds(10),

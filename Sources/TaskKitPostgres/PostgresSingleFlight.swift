@@ -2,6 +2,7 @@
 import Foundation
 import Logging
 import PostgresNIO
+import TaskKit
 
 /// Single-flight across processes that share a PostgreSQL database: for a key, at most one
 /// `load` runs at a time in the whole fleet, and every caller waiting meanwhile gets its result.
@@ -14,17 +15,20 @@ import PostgresNIO
 /// }
 /// ```
 ///
-/// - Inside a process, concurrent callers of a key are merged first: the process makes at most
-///   one claim per key at a time, with the first caller's `load`, `Value` type and
-///   `resultExpireDuration`.
+/// - Inside a process, concurrent callers of a key are merged first, by TaskKit's single-flight
+///   (a `KeyedMonoTask` that caches nothing): the process makes at most one claim per key at a
+///   time, with the first caller's `load`, `Value` type and `resultExpireDuration`. A caller
+///   whose task is cancelled leaves at once; the flight goes on for the others, and when all
+///   have left it still ends (its result is stored for the fleet).
 /// - Across processes, a row per key in one table holds a *claim* (a token and a lease) and the
 ///   last result. The caller that takes the claim runs `load`, renews the lease every third of it
 ///   (a heartbeat), then stores the result and releases the claim in one statement. Others poll
 ///   the row until a result stored after they arrived appears, or the claim is released or
 ///   expires, and then try to claim themselves. A killed holder's claim expires within `lease`
 ///   and a waiter takes it over.
-/// - A stored result is served to any caller until `resultExpireDuration` after it was stored;
-///   with `.zero`, only to the callers that waited for its load.
+/// - A stored result is served to any caller until `resultExpireDuration` after it was stored
+///   (`nil`: until ``invalidate(_:)``); with `.zero`, only to the callers that waited for its
+///   load.
 /// - Failures are not stored. The callers merged with the failed load in its process get its
 ///   error; callers in other processes find the claim released with no new result, and one of
 ///   them claims and runs its own `load`.
@@ -43,7 +47,11 @@ public final class PostgresSingleFlight: Sendable {
     private let statementTimeout: Duration
     private let maximumPollInterval: Duration
     private let statements: SingleFlightStatements
-    private let flights = FlightTable()
+    /// The in-process merge: one flight per key at a time, nothing cached (the database is the
+    /// cache).
+    private let flights = KeyedMonoTask<ProcessFlight, FlightOutput>(maximumEntries: 1) { flight in
+        try await flight.fly()
+    }
 
     /// Creates a single-flight coordinator over `client`.
     ///
@@ -61,7 +69,7 @@ public final class PostgresSingleFlight: Sendable {
         client: PostgresClient,
         tableName: String = "taskkit_single_flight",
         lease: Duration = .seconds(30),
-        logger: Logger = Logger(label: "TaskKitPostgres", factory: { _ in SwiftLogNoOpLogHandler() })
+        logger: Logger = .silent(label: "TaskKitPostgres")
     ) {
         self.init(
             client: client, tableName: tableName, lease: lease, logger: logger,
@@ -108,7 +116,8 @@ public final class PostgresSingleFlight: Sendable {
     /// - Parameters:
     ///   - key: Any string (hashed with SHA-256: length and content do not matter).
     ///   - resultExpireDuration: How long after it is stored the result is served to later
-    ///     callers. With `.zero` it is only given to the callers that waited for its load.
+    ///     callers. With `.zero` (default) it is only given to the callers that waited for its
+    ///     load; with `nil`, until it is invalidated. Must not be negative.
     ///   - load: Produces the value; runs at most once at a time per key across every process
     ///     sharing the table. Its value is stored as JSON; a stored value that no longer decodes
     ///     as `Value` is treated as missing and loaded again.
@@ -118,13 +127,21 @@ public final class PostgresSingleFlight: Sendable {
     ///   `CancellationError` when the calling task is cancelled (the others go on).
     public func value<Value: Codable & Sendable>(
         forKey key: String,
-        resultExpireDuration: Duration = .zero,
+        resultExpireDuration: Duration? = .zero,
         load: @escaping @Sendable () async throws -> Value
     ) async throws -> Value {
-        let digest = KeyDigest(key)
-        let output = try await flights.output(forKey: digest.hex) {
-            try await self.fly(digest, resultExpireDuration: resultExpireDuration, load: load)
+        if let resultExpireDuration {
+            precondition(
+                resultExpireDuration >= .zero,
+                "PostgresSingleFlight: resultExpireDuration must be >= .zero (or nil), got \(resultExpireDuration)"
+            )
         }
+        let digest = KeyDigest(key)
+        let output = try await flights.value(
+            for: ProcessFlight(key: digest.hex) {
+                try await self.fly(digest, resultExpireDuration: resultExpireDuration, load: load)
+            }
+        )
         if let value = output.value as? Value { return value }
         do {
             return try JSONDecoder().decode(Value.self, from: output.data)
@@ -147,7 +164,7 @@ public final class PostgresSingleFlight: Sendable {
     /// and load, or poll while another caller holds the claim.
     private func fly<Value: Codable & Sendable>(
         _ key: KeyDigest,
-        resultExpireDuration: Duration,
+        resultExpireDuration: Duration?,
         load: @escaping @Sendable () async throws -> Value
     ) async throws -> FlightOutput {
         var arrivalGeneration: Int64?
@@ -188,7 +205,7 @@ public final class PostgresSingleFlight: Sendable {
     private func runClaimed<Value: Codable & Sendable>(
         _ key: KeyDigest,
         token: UUID,
-        resultExpireDuration: Duration,
+        resultExpireDuration: Duration?,
         load: @escaping @Sendable () async throws -> Value
     ) async throws -> FlightOutput {
         logger.debug("PostgresSingleFlight: claimed; loading", metadata: ["key_hash": "\(key.hex)"])

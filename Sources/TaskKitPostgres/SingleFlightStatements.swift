@@ -91,12 +91,14 @@ struct SingleFlightStatements: Sendable {
     }
 
     /// Stores a result and releases the claim, when the caller still holds it. Returns one row
-    /// when it was held.
-    func store(_ key: KeyDigest, token: UUID, value: Data, expireAfter: Duration) -> PostgresQuery {
+    /// when it was held. A result with no `expireAfter` expires at `'infinity'` (never).
+    func store(_ key: KeyDigest, token: UUID, value: Data, expireAfter: Duration?) -> PostgresQuery {
         """
         UPDATE \(unescaped: table)
         SET value = \(ByteBuffer(bytes: value)), stored_at = clock_timestamp(),
-            result_expires_at = clock_timestamp() + \(Self.microseconds(expireAfter))::float8 * interval '1 microsecond',
+            result_expires_at = coalesce(
+                clock_timestamp() + \(expireAfter.map(Self.microseconds))::float8 * interval '1 microsecond',
+                'infinity'),
             generation = generation + 1, claim_token = NULL, claim_expires_at = NULL
         WHERE key_hash = \(key.hex) AND claim_token = \(token)
         RETURNING 1

@@ -154,7 +154,7 @@ struct HTTPRetryPolicyServerTests {
             // the date says exactly 10 s. Backoff of 0.1 s, so the date decides; the cap is 30 s.
             let now = Date(timeIntervalSince1970: 1_800_000_000)
             let policy = HTTPRetryPolicy(
-                retry: .count(count: 1, intervalProxy: .exponentialBackoff(initialTimeInterval: 0.1, maximumTimeInterval: 30)),
+                retry: .count(count: 1, intervalProxy: .exponential(initial: .milliseconds(100), maximumDelay: .seconds(30))),
                 currentDate: { now }
             )
             let (manager, _) = manager(policy, over: transport, clock: clock)

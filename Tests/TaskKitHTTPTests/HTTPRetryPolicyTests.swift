@@ -26,7 +26,7 @@ func makeRequest(_ method: String = "GET", url: String = "http://127.0.0.1/x") -
 @Suite("HTTPRetryPolicy (pure)")
 struct HTTPRetryPolicyTests {
     let noJitter = HTTPRetryPolicy(
-        retry: .count(count: 3, intervalProxy: .exponentialBackoff(initialTimeInterval: 1, scaleRate: 2, maximumTimeInterval: 3))
+        retry: .count(count: 3, intervalProxy: .exponential(initial: .seconds(1), scaleRate: 2, maximumDelay: .seconds(3)))
     )
 
     @Test("idempotent methods are retried, POST and PATCH are not by default")
@@ -79,7 +79,7 @@ struct HTTPRetryPolicyTests {
     @Test("full jitter stays within 0...computed delay")
     func jitter() {
         let policy = HTTPRetryPolicy(
-            retry: .count(count: 5, intervalProxy: .exponentialBackoff(initialTimeInterval: 1, maximumTimeInterval: 10, jitter: .full))
+            retry: .count(count: 5, intervalProxy: .exponential(initial: .seconds(1), maximumDelay: .seconds(10), jitter: .full))
         )
         for _ in 0..<200 {
             let delay = policy.delay(for: makeRequest(), outcome: .success(makeResponse(status: 500)), retriesSoFar: 2)
@@ -115,7 +115,7 @@ struct HTTPRetryPolicyTests {
         #expect(tight.delay(for: makeRequest(), outcome: .success(day), retriesSoFar: 0) == .seconds(2))
         // A cap of the retry's own proxy takes precedence over the ceiling.
         let capped = HTTPRetryPolicy(
-            retry: .count(count: 3, intervalProxy: .fixed(timeInterval: 1).capped(at: 300)), delayCeiling: .seconds(2)
+            retry: .count(count: 3, intervalProxy: .fixed(.seconds(1)).capped(at: .seconds(300))), delayCeiling: .seconds(2)
         )
         #expect(capped.delay(for: makeRequest(), outcome: .success(day), retriesSoFar: 0) == .seconds(300))
         #expect(HTTPRetryPolicy().delayCeiling == HTTPRetryPolicy.defaultDelayCeiling)

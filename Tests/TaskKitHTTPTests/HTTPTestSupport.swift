@@ -198,7 +198,7 @@ func httpTestRetryPolicy(count: Int = 3, jitter: IntervalProxy.Jitter = .none) -
     HTTPRetryPolicy(
         retry: .count(
             count: count,
-            intervalProxy: .exponentialBackoff(initialTimeInterval: 1, scaleRate: 2, maximumTimeInterval: 3, jitter: jitter)
+            intervalProxy: .exponential(initial: .seconds(1), scaleRate: 2, maximumDelay: .seconds(3), jitter: jitter)
         )
     )
 }

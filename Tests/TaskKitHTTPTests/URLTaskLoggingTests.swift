@@ -109,6 +109,7 @@ struct URLTaskLoggingTests {
 
     @Test("the default logger is silent")
     func defaultLoggerIsSilent() {
-        #expect(TaskKitHTTPLogging.silent.logLevel > .debug || TaskKitHTTPLogging.silent.handler is SwiftLogNoOpLogHandler)
+        let silent = Logger.silent(label: "TaskKitHTTP")
+        #expect(silent.logLevel > .debug || silent.handler is SwiftLogNoOpLogHandler)
     }
 }

@@ -27,7 +27,7 @@ import FoundationNetworking
         _ = processTestMetrics  // bootstrapped before the manager makes its metric objects
         let label = "http-requests-\(transport.rawValue)"
         try await withHTTPTestServer { server in
-            let policy = HTTPRetryPolicy(retry: .count(count: 3, intervalProxy: .fixed(timeInterval: 0)))
+            let policy = HTTPRetryPolicy(retry: .count(count: 3, intervalProxy: .fixed(.zero)))
             let manager = URLTaskManager(
                 interceptors: [policy], transport: transport.make(), timeout: .seconds(60), metricsLabel: label
             )

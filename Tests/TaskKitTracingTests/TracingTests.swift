@@ -31,7 +31,7 @@ import Tracing
             async let first = task.asyncExecute()
             await eventually("the run started") { task.isExecuting }
             async let second = task.asyncExecute()
-            await eventually("the second caller merged") { task.counters.mergedCallers == 1 }
+            await eventually("the second caller merged") { task.counters.merges == 1 }
             gate.open()
             #expect(try await first.get() == 1)
             #expect(try await second.get() == 1)
@@ -42,7 +42,7 @@ import Tracing
         #expect(executions.count == 1)
         let execution = try #require(executions.first)
         #expect(execution.parentSpanID == parentID)
-        #expect(execution.attributes.get("taskkit.monotask.merged_callers") == .int64(2))
+        #expect(execution.attributes.get("taskkit.monotask.callers") == .int64(2))
         #expect(execution.status?.code != .error)
         // The block runs with the execution's span current.
         let inside = tracer.finishedSpans.filter { $0.operationName == "inside the block" }
@@ -60,7 +60,7 @@ import Tracing
         #expect(execution.events.map(\.name) == ["retry", "retry"])
         #expect(execution.status?.code == .error)
         #expect(execution.errors.count == 1)
-        #expect(execution.attributes.get("taskkit.monotask.merged_callers") == .int64(1))
+        #expect(execution.attributes.get("taskkit.monotask.callers") == .int64(1))
     }
 
     @Test func aKeyedLoadIsASpanUnderItsCallerAndAFailedOneHasErrorStatus() async throws {
@@ -78,7 +78,7 @@ import Tracing
         #expect(loads.count == 2)
         #expect(loads.allSatisfy { $0.parentSpanID == parentID })
         #expect(loads.filter { $0.status?.code == .error }.count == 1)
-        #expect(loads.allSatisfy { $0.attributes.get("taskkit.monotask.merged_callers") == .int64(1) })
+        #expect(loads.allSatisfy { $0.attributes.get("taskkit.monotask.callers") == .int64(1) })
     }
 
     @Test func aManagedTaskRunsInASpanNamedAfterItsTypeUnderTheSpanWhereItWasAdded() async throws {

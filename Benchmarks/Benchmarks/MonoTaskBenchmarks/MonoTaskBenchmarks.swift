@@ -41,7 +41,7 @@ let benchmarks: @Sendable () -> Void = {
     // MARK: Cache hit
 
     Benchmark("MonoTask: cache hit, asyncExecute (TTL 60 s)", configuration: hitConfiguration) { benchmark in
-        let task = MonoTask<Int>(resultExpireDuration: 60) { .success(42) }
+        let task = MonoTask<Int>(resultExpireDuration: .seconds(60)) { .success(42) }
         _ = await task.asyncExecute()
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
@@ -50,7 +50,7 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     Benchmark("MonoTask: cache hit, asyncExecute (TTL infinite)", configuration: hitConfiguration) { benchmark in
-        let task = MonoTask<Int>(resultExpireDuration: .infinity) { .success(42) }
+        let task = MonoTask<Int>(resultExpireDuration: nil) { .success(42) }
         _ = await task.asyncExecute()
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {

@@ -16,7 +16,9 @@
 // - "value(of:) round trip" / "addTask + next() round trip": one task at a time, awaited before
 //   the next (`value(of:)` on a manager without interceptors; `addTask` then `next()` on one
 //   task group); 1,000 per sample (`scalingFactor: .kilo`), so figures are per round trip. The
-//   paired benchmark interleaves 10 x 1,000 of each per sample.
+//   paired benchmarks interleave 10 x 1,000 of each per sample: `value(of:)` on a manager
+//   without interceptors (the direct lane), and on one with a pass-through interceptor (the
+//   general lane, which a manager with interceptors, reactors, a tracer or metrics takes).
 //
 // Figures are per sample (100,000 tasks): divide `mallocCountTotal` by 100,000 for mallocs per
 // task. The ratio is TaskManager's wall clock over the baseline's, from the same run.
@@ -112,16 +114,28 @@ let benchmarks: @Sendable () -> Void = {
 
     Benchmark("TaskManager value(of:) / TaskGroup addTask + next(): round trip, paired", configuration: pairedRoundTrip) {
         benchmark in
-        let manager = TaskManager()
-        let durations = await pairedDurations(
-            rounds: 10,
-            subject: { await roundTripsThroughManager(manager) },
-            baseline: { await roundTripsThroughTaskGroup() }
-        )
-        benchmark.measurement(ratioMetric, durations.percent)
-        benchmark.measurement(subjectPerTaskMetric, PairedDurations.nanoseconds(durations.subject, per: 10 * roundTrips))
-        benchmark.measurement(baselinePerTaskMetric, PairedDurations.nanoseconds(durations.baseline, per: 10 * roundTrips))
+        await measurePairedRoundTrips(benchmark, manager: TaskManager())
     }
+
+    Benchmark(
+        "TaskManager value(of:), one pass-through interceptor / TaskGroup addTask + next(): round trip, paired",
+        configuration: pairedRoundTrip
+    ) { benchmark in
+        await measurePairedRoundTrips(benchmark, manager: TaskManager(interceptors: [TaskManagerBenchPassThrough()]))
+    }
+}
+
+/// One sample of a paired round-trip benchmark: 10 rounds of `roundTrips` through `manager` and
+/// through a task group, interleaved; records the ratio and both per-round-trip times.
+func measurePairedRoundTrips(_ benchmark: Benchmark, manager: TaskManager) async {
+    let durations = await pairedDurations(
+        rounds: 10,
+        subject: { await roundTripsThroughManager(manager) },
+        baseline: { await roundTripsThroughTaskGroup() }
+    )
+    benchmark.measurement(ratioMetric, durations.percent)
+    benchmark.measurement(subjectPerTaskMetric, PairedDurations.nanoseconds(durations.subject, per: 10 * roundTrips))
+    benchmark.measurement(baselinePerTaskMetric, PairedDurations.nanoseconds(durations.baseline, per: 10 * roundTrips))
 }
 
 let ratioMetric = BenchmarkMetric.custom("ratio %", polarity: .prefersSmaller, useScalingFactor: false)

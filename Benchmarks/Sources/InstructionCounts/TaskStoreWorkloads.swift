@@ -22,6 +22,8 @@ enum TaskStoreWorkload: String, CaseIterable {
     case actorStore = "taskstore-actor"
     /// `TaskManager.value(of:)`, one task at a time (issue 20's round trip).
     case managerRoundTrip = "taskmanager-value"
+    /// The same through one pass-through interceptor (the general lane).
+    case managerInterceptedRoundTrip = "taskmanager-value-intercepted"
     /// Its hand-written alternative: `addTask` + `next()` on one task group.
     case taskGroupRoundTrip = "taskgroup-roundtrip"
     /// `TaskManager.add(task:completion:)` through one pass-through interceptor, all at once,
@@ -58,6 +60,9 @@ enum TaskStoreWorkload: String, CaseIterable {
         case .actorStore: await StoreBench().storeRoundTrips(n)
         case .managerRoundTrip:
             let sum = await managerRoundTrips(n)
+            precondition(sum == n * (n - 1) / 2, "every round trip returned its value")
+        case .managerInterceptedRoundTrip:
+            let sum = await managerInterceptedRoundTrips(n)
             precondition(sum == n * (n - 1) / 2, "every round trip returned its value")
         case .taskGroupRoundTrip:
             let sum = await taskGroupRoundTrips(n)

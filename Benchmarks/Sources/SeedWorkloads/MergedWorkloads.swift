@@ -8,7 +8,7 @@ import TaskKit
 /// 100 callers join one MonoTask execution, which completes once all have joined.
 public func monoTaskMergedBatch() async {
     let gate = BenchGate()
-    let task = MonoTask<Int>(resultExpireDuration: 0) {
+    let task = MonoTask<Int>(resultExpireDuration: .zero) {
         await gate.wait()
         return .success(42)
     }
@@ -16,7 +16,7 @@ public func monoTaskMergedBatch() async {
         for _ in 0..<callers {
             group.addTask { (try? await task.executeThrows()) ?? -1 }
         }
-        while task.counters.mergedCallers < callers - 1 { await Task.yield() }
+        while task.counters.merges < callers - 1 { await Task.yield() }
         gate.open()
         var sum = 0
         for await value in group { sum += value }

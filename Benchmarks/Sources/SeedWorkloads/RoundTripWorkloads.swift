@@ -17,6 +17,16 @@ public func managerRoundTrips(_ n: Int) async -> Int {
     return sum
 }
 
+/// `n` sequential `value(of:)` round trips on a manager with one pass-through interceptor (the
+/// general lane, which a manager with an interceptor, reactor, tracer or metrics takes); returns
+/// the sum.
+public func managerInterceptedRoundTrips(_ n: Int) async -> Int {
+    let manager = TaskManager(interceptors: [PassThroughInterceptor()])
+    var sum = 0
+    for index in 0..<n { sum += (try? await manager.value(of: RoundTripTask(index))) ?? 0 }
+    return sum
+}
+
 /// `n` sequential `addTask` + `next()` round trips on one task group; returns the sum.
 public func taskGroupRoundTrips(_ n: Int) async -> Int {
     await withTaskGroup(of: Int.self) { group in

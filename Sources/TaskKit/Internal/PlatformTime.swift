@@ -7,14 +7,14 @@ import Synchronization
 
 // The platform conditionals of reading the time cheaply live in this file.
 
-/// The time source for a `ContinuousClock`: `ContinuousClock`'s time (it goes on while the
-/// system sleeps) as an offset from the moment the source was made.
+/// The time source for a ``CoarseContinuousClock``: `ContinuousClock`'s time (it goes on while
+/// the system sleeps) as an offset from the moment the source was made.
 ///
 /// On Linux a precise read (`clock_gettime(CLOCK_BOOTTIME)`, which `ContinuousClock.now` makes)
 /// costs as much as a whole ``KeyedMonoTask`` hit without it, so ``LinuxCoarseContinuousTime``
 /// reads the kernel's coarse clock instead, to within one kernel tick. Elsewhere
 /// `ContinuousClock.now` is cheap and is read as it is.
-func makeContinuousTimeSource() -> any MonoTaskTimeSource {
+func makeCoarseContinuousTimeSource() -> any MonoTaskTimeSource {
     #if os(Linux)
     LinuxCoarseContinuousTime()
     #else
@@ -22,7 +22,56 @@ func makeContinuousTimeSource() -> any MonoTaskTimeSource {
     #endif
 }
 
+/// ``CoarseContinuousClock/now``: on Linux `ContinuousClock`'s time at the last kernel tick,
+/// elsewhere `ContinuousClock.now`.
+func coarseContinuousNow() -> ContinuousClock.Instant {
+    #if os(Linux)
+    LinuxCoarseInstants.shared.now()
+    #else
+    ContinuousClock.now
+    #endif
+}
+
+/// ``CoarseContinuousClock/minimumResolution``: on Linux one kernel tick (what
+/// `clock_getres(CLOCK_MONOTONIC_COARSE)` reports), elsewhere `ContinuousClock`'s resolution.
+func coarseContinuousResolution() -> Duration {
+    #if os(Linux)
+    var resolution = timespec()
+    // Cannot fail: every Linux kernel TaskKit runs on has the coarse clock.
+    clock_getres(CLOCK_MONOTONIC_COARSE, &resolution)
+    return .seconds(resolution.tv_sec) + .nanoseconds(resolution.tv_nsec)
+    #else
+    ContinuousClock().minimumResolution
+    #endif
+}
+
 #if os(Linux)
+/// The instants of ``CoarseContinuousClock`` on Linux: one process-wide coarse time source, whose
+/// offsets count from the `ContinuousClock` instant of its origin.
+///
+/// `ContinuousClock` reads `CLOCK_BOOTTIME` on Linux, so the instant of the source's origin (a
+/// boot time read at the last tick) is a precise `ContinuousClock.now` moved back by the precise
+/// boot time's lead over it, read next to it. A coarse instant is therefore never ahead of
+/// `ContinuousClock.now`, and at most one tick behind it.
+struct LinuxCoarseInstants: Sendable {
+    static let shared = LinuxCoarseInstants()
+
+    private let time: LinuxCoarseContinuousTime
+    private let origin: ContinuousClock.Instant
+
+    init() {
+        let time = LinuxCoarseContinuousTime()
+        let boot = LinuxCoarseContinuousTime.read(CLOCK_BOOTTIME)
+        let precise = ContinuousClock.now
+        self.time = time
+        self.origin = precise.advanced(by: .nanoseconds(time.origin &- boot))
+    }
+
+    func now() -> ContinuousClock.Instant {
+        origin.advanced(by: time.now())
+    }
+}
+
 /// `ContinuousClock`'s time, read from `CLOCK_MONOTONIC_COARSE` (the time of the last kernel
 /// tick: a few nanoseconds per read, a resolution of one tick, `clock_getres` says how long)
 /// plus the offset of the boot-time clock from the monotonic one.
@@ -37,7 +86,7 @@ func makeContinuousTimeSource() -> any MonoTaskTimeSource {
 /// with the old `offset` (or the reverse) returns a time off by at most one measurement's noise.
 final class LinuxCoarseContinuousTime: MonoTaskTimeSource {
     /// The boot time, in nanoseconds, at creation (coarse time plus offset).
-    private let origin: Int64
+    fileprivate let origin: Int64
     /// `CLOCK_BOOTTIME` minus `CLOCK_MONOTONIC`, in nanoseconds, when last measured.
     private let offset: Atomic<Int64>
     /// The coarse time, in nanoseconds, when `offset` was last measured.
@@ -80,7 +129,7 @@ final class LinuxCoarseContinuousTime: MonoTaskTimeSource {
         return boot &- (before &+ (after &- before) / 2)
     }
 
-    private static func read(_ clock: clockid_t) -> Int64 {
+    fileprivate static func read(_ clock: clockid_t) -> Int64 {
         var time = timespec()
         // Cannot fail: the clocks are ones every Linux kernel TaskKit runs on provides, and
         // `time` is a valid address.

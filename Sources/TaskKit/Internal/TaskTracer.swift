@@ -93,17 +93,18 @@ extension TaskSpan {
 protocol RunSpan {
     /// An attempt failed and is retried.
     func retried()
-    /// The run ended with `result`, delivered to `mergedCallers` callers.
-    func finished<Value>(_ result: Result<Value, any Error>, mergedCallers: Int)
+    /// The run ended with `result`, delivered to `callers` callers (the one that started it and
+    /// those that joined it).
+    func finished<Value>(_ result: Result<Value, any Error>, callers: Int)
 }
 
 /// No span.
 struct UntracedRun: RunSpan {
     func retried() {}
-    func finished<Value>(_ result: Result<Value, any Error>, mergedCallers: Int) {}
+    func finished<Value>(_ result: Result<Value, any Error>, callers: Int) {}
 }
 
-/// A span: a `retry` event per retry; the outcome and `taskkit.monotask.merged_callers` at the end.
+/// A span: a `retry` event per retry; the outcome and `taskkit.monotask.callers` at the end.
 struct TracedRun: RunSpan {
     let span: any TaskSpan
 
@@ -111,8 +112,8 @@ struct TracedRun: RunSpan {
         span.addEvent("retry")
     }
 
-    func finished<Value>(_ result: Result<Value, any Error>, mergedCallers: Int) {
-        span.setAttribute("taskkit.monotask.merged_callers", mergedCallers)
+    func finished<Value>(_ result: Result<Value, any Error>, callers: Int) {
+        span.setAttribute("taskkit.monotask.callers", callers)
         if case .failure(let error) = result { span.recordFailure(error) }
     }
 }

@@ -65,17 +65,17 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///     Loads in flight are never evicted and may take the count above the bound until they
     ///     finish.
     ///   - resultExpireDuration: How long a success stays fresh, counted from its completion.
-    ///     `.zero` (default) caches nothing: concurrent callers still share a load. Must not be
-    ///     negative.
+    ///     `.zero` (default) caches nothing: concurrent callers still share a load; `nil` keeps a
+    ///     value until it is invalidated or evicted. Must not be negative.
     ///   - staleWhileRevalidate: How long after expiry the old value is still served at once while
     ///     one background refresh runs. `.zero` (default): an expired value is never served.
     ///     Must not be negative.
     ///   - retry: How failed attempts are retried. Default: no retry.
-    ///   - clock: The clock for expiry and the retry backoff. Default: `ContinuousClock()`. On
-    ///     Linux a `ContinuousClock` is read at the kernel's tick (a few milliseconds, what
-    ///     `clock_getres(CLOCK_MONOTONIC_COARSE)` reports), which makes a hit about twice as fast
-    ///     as a precise read: expiry is exact to within one tick. Pass `SuspendingClock()` where
-    ///     durations below a few milliseconds must be exact.
+    ///   - clock: The clock for expiry and the retry backoff. Default: ``CoarseContinuousClock``,
+    ///     `ContinuousClock`'s time read on Linux at the kernel's tick (its
+    ///     ``CoarseContinuousClock/minimumResolution``, a few milliseconds), which makes a hit
+    ///     about twice as fast as a precise read: expiry is exact to within one tick. Pass
+    ///     `ContinuousClock()` where durations below a few milliseconds must be exact.
     ///   - metricsLabel: With a label, the cache reports through the bootstrapped swift-metrics
     ///     `MetricsSystem` with the dimension `("name", metricsLabel)`: ``MonoTask``'s metric
     ///     names (a load is a run) and `taskkit_keyed_evictions` (see <doc:RunningOnAServer>).
@@ -83,16 +83,16 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///   - tracing: With a tracer (`.distributedTracing` from `TaskKitTracing`), each load (its
     ///     attempts and retries) is one span, `KeyedMonoTask.load`, whose parent is the span active
     ///     where the call that started the load was made, with the attribute
-    ///     `taskkit.monotask.merged_callers` (see <doc:RunningOnAServer>). ``TaskTracing/none``
+    ///     `taskkit.monotask.callers` (see <doc:RunningOnAServer>). ``TaskTracing/none``
     ///     (default): no span, no cost.
     ///   - load: Loads the value of a key. Runs in a `Task` of its own, never under a lock, at
     ///     most once at a time per key (except after ``invalidate(_:)``, see there).
     public convenience init(
         maximumEntries: Int,
-        resultExpireDuration: Duration = .zero,
+        resultExpireDuration: Duration? = .zero,
         staleWhileRevalidate: Duration = .zero,
         retry: RetryCount = .never,
-        clock: some Clock<Duration> = ContinuousClock(),
+        clock: some Clock<Duration> = CoarseContinuousClock(),
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
         load: @escaping @Sendable (Key) async throws -> Value
@@ -129,10 +129,10 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     public convenience init(
         maximumEntries: Int,
         maximumCost: Int,
-        resultExpireDuration: Duration = .zero,
+        resultExpireDuration: Duration? = .zero,
         staleWhileRevalidate: Duration = .zero,
         retry: RetryCount = .never,
-        clock: some Clock<Duration> = ContinuousClock(),
+        clock: some Clock<Duration> = CoarseContinuousClock(),
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
         cost: @escaping @Sendable (Key, Value) -> Int,
@@ -149,7 +149,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     private init(
         entries maximumEntries: Int,
         costBound maximumCost: Int?,
-        resultExpireDuration: Duration,
+        resultExpireDuration: Duration?,
         staleWhileRevalidate: Duration,
         retry: RetryCount,
         clock: some Clock<Duration>,
@@ -159,10 +159,12 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         load: @escaping @Sendable (Key) async throws -> Value
     ) {
         precondition(maximumEntries > 0, "KeyedMonoTask: maximumEntries must be > 0, got \(maximumEntries)")
-        precondition(
-            resultExpireDuration >= .zero,
-            "KeyedMonoTask: resultExpireDuration must be >= .zero, got \(resultExpireDuration)"
-        )
+        if let resultExpireDuration {
+            precondition(
+                resultExpireDuration >= .zero,
+                "KeyedMonoTask: resultExpireDuration must be >= .zero (or nil), got \(resultExpireDuration)"
+            )
+        }
         precondition(
             staleWhileRevalidate >= .zero,
             "KeyedMonoTask: staleWhileRevalidate must be >= .zero, got \(staleWhileRevalidate)"
@@ -451,7 +453,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                     metrics.recordRun(duration: now - started, result: result)
                     metrics.recordEvictions(released.evictions)
                 }
-                span.finished(result, mergedCallers: waiters.count)
+                span.finished(result, callers: waiters.count)
                 deliver(result, to: waiters)
                 if let next { startLoad(next, byCaller: false) }
                 return

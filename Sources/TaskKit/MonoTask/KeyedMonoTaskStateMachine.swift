@@ -40,16 +40,20 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
 
         @usableFromInline
         init(
-            maximumEntries: Int, timeToLive: Duration, staleWhileRevalidate: Duration, retry: RetryCount,
+            maximumEntries: Int, timeToLive: Duration?, staleWhileRevalidate: Duration, retry: RetryCount,
             maximumCost: Int? = nil, jitter: RetryJitter = .system
         ) {
             self.maximumEntries = maximumEntries
-            self.timeToLive = timeToLive
-            self.usableFor = timeToLive + staleWhileRevalidate
+            self.timeToLive = timeToLive ?? Self.forever
+            self.usableFor = timeToLive.map { $0 + staleWhileRevalidate } ?? Self.forever
             self.retry = retry
             self.maximumCost = maximumCost
             self.jitter = jitter
         }
+
+        /// The time to live of `nil` (kept until invalidated or evicted): about 73 billion years,
+        /// an age that no offset read from a clock since the cache's creation reaches.
+        static var forever: Duration { .seconds(Int64.max / 4) }
 
         /// Whether a success is kept at all (`false` when both durations are zero).
         var keepsResults: Bool { usableFor > .zero }

@@ -1,7 +1,6 @@
 import CoreMetrics
 import Foundation
 import Logging
-import Synchronization
 
 /// Runs one expensive operation at most once at a time, caches its success for a while, and
 /// retries its failures with backoff.
@@ -67,17 +66,6 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     /// `false` when freshness never depends on time (an infinite time to live, or zero, with no
     /// refresh): callers skip the clock.
     @usableFromInline let hitsReadTheClock: Bool
-    /// ``MonoTaskStateMachine/callersJoinRun``, republished under the lock by every event that
-    /// can change it (see ``publishCallersJoinRun(_:)``). While it reads `true`, a caller that
-    /// does not force an update skips the fast path and registers at once: one lock round trip
-    /// instead of two. A stale read only costs speed, never correctness: the registration
-    /// decides under the lock (a fresh value is delivered at once, as from the fast path). A
-    /// caller that learned of a run's end (through its continuation or the lock) reads the value
-    /// stored before that end was published, so a hit after a finished run takes the fast path.
-    @usableFromInline let callersJoinRun = Atomic<Bool>(false)
-    /// Identifiers of callers that register without the fast path. They start at 2^63, so they
-    /// never meet the state machine's, which count up from 1, one per call.
-    @usableFromInline let directWaiterIDs = Atomic<UInt64>(1 << 63)
     /// The metric objects, with a `metricsLabel`; `nil` (no metric objects) without.
     @usableFromInline let metrics: MonoTaskMetrics?
     /// The tracing seam, with a `tracing:` other than `.none`; `nil` (no span, no context) without.
@@ -90,9 +78,10 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     /// - Parameters:
     ///   - retry: How failed attempts are retried. Default: no retry.
     ///   - resultExpireDuration: How long a success stays cached, counted from its completion.
-    ///     `.zero` caches nothing; `nil` caches until cleared. Must not be negative.
-    ///   - refreshAfter: Stale-while-revalidate: once a cached value is this old (but still
-    ///     within `resultExpireDuration`), a call returns it at once *and* starts one background
+    ///     `.zero` (default) caches nothing: concurrent callers still share a run; `nil` caches
+    ///     until cleared. Must not be negative.
+    ///   - refreshAfter: Refresh ahead: once a cached value is this old (but still within
+    ///     `resultExpireDuration`), a call returns it at once *and* starts one background
     ///     refresh. `nil` (default) disables it. Must not be negative and must be smaller than
     ///     `resultExpireDuration`.
     ///   - taskQueue: The queue on which `task` is called.
@@ -108,17 +97,17 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///   - tracing: With a tracer (`.distributedTracing` from `TaskKitTracing`), each run (its
     ///     attempts and retries) is one span, `MonoTask.execute`, whose parent is the span active
     ///     where the call that started the run was made, with the attribute
-    ///     `taskkit.monotask.merged_callers` (see <doc:RunningOnAServer>). ``TaskTracing/none``
+    ///     `taskkit.monotask.callers` (see <doc:RunningOnAServer>). ``TaskTracing/none``
     ///     (default): no span, no cost.
     ///   - task: The work. It must call its callback once; later calls are ignored.
     public convenience init(
         retry: RetryCount = .never,
-        resultExpireDuration: Duration?,
+        resultExpireDuration: Duration? = .zero,
         refreshAfter: Duration? = nil,
         taskQueue: DispatchQueue = .global(),
         callbackQueue: DispatchQueue = .global(),
         clock: some Clock<Duration> = ContinuousClock(),
-        logger: Logger? = nil,
+        logger: Logger = .silent(label: "TaskKit.MonoTask"),
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
         task: @escaping CallbackExecution
@@ -134,10 +123,10 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///
     /// - Parameters:
     ///   - retry: How failed attempts are retried. Default: no retry.
-    ///   - resultExpireDuration: How long a success stays cached; `nil` until cleared.
-    ///   - refreshAfter: Stale-while-revalidate threshold, or `nil` (default) for none. Must not
-    ///     be negative and must be smaller than `resultExpireDuration`.
-    ///   - taskQueue: Unused by async blocks (they run in a `Task`).
+    ///   - resultExpireDuration: How long a success stays cached; `.zero` (default) caches
+    ///     nothing, `nil` caches until cleared.
+    ///   - refreshAfter: The refresh-ahead age, or `nil` (default) for none. Must not be negative
+    ///     and must be smaller than `resultExpireDuration`.
     ///   - callbackQueue: The queue on which ``execute(forceUpdate:then:)`` handlers are called.
     ///   - clock: The clock for the cache's time to live and the retry backoff. Default:
     ///     `ContinuousClock()`.
@@ -149,12 +138,11 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///   - task: The work, returning its outcome. Cancelled by `clearResult(.cancel)`.
     public convenience init(
         retry: RetryCount = .never,
-        resultExpireDuration: Duration?,
+        resultExpireDuration: Duration? = .zero,
         refreshAfter: Duration? = nil,
-        taskQueue: DispatchQueue = .global(),
         callbackQueue: DispatchQueue = .global(),
         clock: some Clock<Duration> = ContinuousClock(),
-        logger: Logger? = nil,
+        logger: Logger = .silent(label: "TaskKit.MonoTask"),
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
         task: @escaping AsyncExecution
@@ -169,7 +157,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     /// The initialiser both public ones forward to, with the task block as a `Body`.
     private init(
         retry: RetryCount, resultExpireDuration: Duration?, refreshAfter: Duration?,
-        callbackQueue: DispatchQueue, clock: some Clock<Duration>, logger: Logger?, metricsLabel: String?,
+        callbackQueue: DispatchQueue, clock: some Clock<Duration>, logger: Logger, metricsLabel: String?,
         tracing: TaskTracing, body: Body
     ) {
         self.state = LockedState(
@@ -179,7 +167,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         self.hitsReadTheClock = (resultExpireDuration != nil && resultExpireDuration != .zero) || refreshAfter != nil
         self.body = body
         self.callbackQueue = callbackQueue
-        self.logger = logger ?? silentLogger
+        self.logger = logger
         self.metrics = metricsLabel.map { MonoTaskMetrics(label: $0, keyed: false) }
         self.tracer = tracing.tracer
     }
@@ -229,11 +217,9 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         let now = time.now()
         let action = state.withLock { state in
             let id = state.machine.makeWaiterID()
-            let action = state.machine.execute(
+            return state.machine.execute(
                 waiter: completionHandler.map { .callback($0) }, id: id, forceUpdate: forceUpdate, now: now
             )
-            publishCallersJoinRun(state.machine)
-            return action
         }
         if let metrics { metrics.record(action) }
         switch action {
@@ -265,11 +251,6 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     @discardableResult
     nonisolated(nonsending)
     public func asyncExecute(forceUpdate: Bool = false) async -> Result<TaskResult, any Error> {
-        if !forceUpdate, callersJoinRun.load(ordering: .relaxed) {
-            // A run is in progress and nothing fresh is cached: join it in one lock round trip.
-            let id = directWaiterIDs.wrappingAdd(1, ordering: .relaxed).oldValue
-            return await wait(id: id, forceUpdate: false)
-        }
         // On a miss the time is read again before registering, so `.zero` here is harmless.
         let now = hitsReadTheClock ? time.now() : .zero
         let fast = state.withLock { $0.machine.fastPath(forceUpdate: forceUpdate, now: now) }
@@ -307,12 +288,10 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
                 // waiter back exactly once (final delivery, clearResult(.cancel) or cancelWaiter).
                 let now = hitsReadTheClock ? time.now() : .zero
                 let action = state.withLock { state in
-                    let action = state.machine.execute(
+                    state.machine.execute(
                         waiter: .async(continuation), id: id, forceUpdate: forceUpdate, now: now,
                         callerCancelled: Task.isCancelled
                     )
-                    publishCallersJoinRun(state.machine)
-                    return action
                 }
                 if let metrics { metrics.record(action) }
                 switch action {
@@ -370,7 +349,6 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
             let action = state.machine.clearResult(
                 strategy: ongoingExecutionStrategy, restartWhenIdle: restartWhenIdle
             )
-            publishCallersJoinRun(state.machine)
             switch action {
             case .none, .startRun(_, cancelRun: nil), .failWaiters(_, cancelRun: nil):
                 return (action, nil)
@@ -388,17 +366,6 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         case .failWaiters(let waiters, _):
             logger.debug("MonoTask: clearResult cancelled the run in progress (\(waiters.count) waiters)")
             deliver(.failure(Errors.executionCancelledDueToClearResult), to: waiters)
-        }
-    }
-
-    /// Stores the machine's ``MonoTaskStateMachine/callersJoinRun`` in ``callersJoinRun``.
-    /// Called under the lock after every event that can start or end a run or store a value,
-    /// so the flag changes in the same order as the state; it is written only when it changes.
-    @inlinable
-    func publishCallersJoinRun(_ machine: borrowing Machine) {
-        let joins = machine.callersJoinRun
-        if callersJoinRun.load(ordering: .relaxed) != joins {
-            callersJoinRun.store(joins, ordering: .relaxed)
         }
     }
 
@@ -442,7 +409,6 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
             let now = time.now()
             let action = state.withLock { state -> Machine.AttemptFinishedAction in
                 let action = state.machine.attemptFinished(generation: generation, result: result, now: now)
-                publishCallersJoinRun(state.machine)
                 if !state.machine.isLive(generation), state.runTask?.generation == generation {
                     state.runTask = nil
                 }
@@ -463,7 +429,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
                 if let metrics {
                     metrics.recordRun(duration: now - started, result: result)
                 }
-                span.finished(result, mergedCallers: waiters.count)
+                span.finished(result, callers: waiters.count)
                 deliver(result, to: waiters)
                 if let next { startRun(next, byCaller: false) }
                 return
@@ -510,8 +476,6 @@ extension MonoTask.State {
         return runTask.task
     }
 }
-
-private let silentLogger = Logger.silent(label: "TaskKit.MonoTask")
 
 extension MonoTaskMetrics {
     /// Counts a request by the action its registration returned.

@@ -1,16 +1,17 @@
 /// A read-only snapshot of what a ``MonoTask`` has done since it was created.
 ///
 /// Taken atomically with respect to the task's state by ``MonoTask/counters``: every field
-/// describes the same instant. The counters only grow.
+/// describes the same instant. The counters only grow. The shared ones have the names of
+/// ``KeyedMonoTaskCounters``.
 public struct MonoTaskCounters: Sendable, Hashable, CustomStringConvertible {
-    /// Runs started: first executions, `forceUpdate` follow-ups, restarts and background
-    /// refreshes. Retries of a run are not counted here (see ``retries``).
-    public internal(set) var executions: Int = 0
     /// Calls answered from the cache without executing.
-    public internal(set) var cacheHits: Int = 0
+    public internal(set) var hits: Int = 0
     /// Calls that joined a run that existed already (or a requested follow-up run) instead of
     /// starting one. Fire-and-forget calls (`justExecute`) are not counted.
-    public internal(set) var mergedCallers: Int = 0
+    public internal(set) var merges: Int = 0
+    /// Runs started: first executions, `forceUpdate` follow-ups, restarts and background
+    /// refreshes. Retries of a run are not counted here (see ``retries``).
+    public internal(set) var loads: Int = 0
     /// Retry attempts made after failed attempts.
     public internal(set) var retries: Int = 0
     /// Runs cancelled by `clearResult(ongoingExecutionStrategy: .cancel)`.
@@ -19,17 +20,17 @@ public struct MonoTaskCounters: Sendable, Hashable, CustomStringConvertible {
     public internal(set) var callerCancellations: Int = 0
 
     @usableFromInline
-    mutating func recordCacheHit() { cacheHits += 1 }
+    mutating func recordHit() { hits += 1 }
 
     @usableFromInline
-    mutating func recordMergedCaller() { mergedCallers += 1 }
+    mutating func recordMerge() { merges += 1 }
 
     /// Creates an all-zero snapshot.
     public init() {}
 
     /// A one-line summary, for logs.
     public var description: String {
-        "executions=\(executions) cacheHits=\(cacheHits) mergedCallers=\(mergedCallers) "
+        "hits=\(hits) merges=\(merges) loads=\(loads) "
             + "retries=\(retries) cancellations=\(cancellations) callerCancellations=\(callerCancellations)"
     }
 }

@@ -167,16 +167,6 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         return now - cached.storedAt >= refreshAfter
     }
 
-    /// Whether a caller that does not force an update would join the run in progress: a run
-    /// exists and no cached value can be fresh (none is cached, or the time to live is zero).
-    /// A cached value only grows older, so `true` stays true until the run ends or a value is
-    /// stored.
-    @inlinable
-    var callersJoinRun: Bool {
-        guard execution != nil else { return false }
-        return cached == nil || configuration.timeToLive == .zero
-    }
-
     // MARK: Callers
 
     /// The lock-held fast path of an async caller: a cache hit, or a waiter identifier to register.
@@ -220,7 +210,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         } else if let waiter {
             execution!.waiters.append(Entry(id: id, waiter: waiter))
         }
-        if waiter != nil { counters.recordMergedCaller() }
+        if waiter != nil { counters.recordMerge() }
         return .enqueued(startRun: nil)
     }
 
@@ -351,7 +341,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     @inlinable
     mutating func cacheHit(now: Duration) -> (value: Value, startRun: Generation?)? {
         guard let cached, isFresh(cached, now: now) else { return nil }
-        counters.recordCacheHit()
+        counters.recordHit()
         var startRun: Generation?
         if execution == nil, isRefreshDue(cached, now: now) {
             startRun = beginBackgroundRun()
@@ -359,7 +349,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         return (cached.value, startRun)
     }
 
-    /// Creates a run without waiters (a stale-while-revalidate refresh); see ``beginRun(waiters:)``.
+    /// Creates a run without waiters (a refresh-ahead run); see ``beginRun(waiters:)``.
     @usableFromInline
     mutating func beginBackgroundRun() -> Generation? {
         beginRun(waiters: [])
@@ -370,7 +360,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     @usableFromInline
     mutating func beginRun(waiters: [Entry]) -> Generation? {
         generation &+= 1
-        counters.executions += 1
+        counters.loads += 1
         let canStart = zombieBodies == 0
         execution = Execution(
             generation: generation,
@@ -389,7 +379,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         if let followUp = old.followUp { waiters.append(contentsOf: followUp) }
         // No body is active here (the old body just returned, or the old run was in backoff).
         generation &+= 1
-        counters.executions += 1
+        counters.loads += 1
         execution = Execution(
             generation: generation,
             phase: .running,

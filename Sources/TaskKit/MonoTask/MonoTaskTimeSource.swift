@@ -40,9 +40,11 @@ struct ContinuousClockTimeSource: MonoTaskTimeSource {
     }
 }
 
-/// The time source of `clock`: the platform's cheapest reading of `ContinuousClock`'s time for a
-/// `ContinuousClock` (``makeContinuousTimeSource()``).
+/// The time source of `clock`: the platform's coarse reading for a ``CoarseContinuousClock``
+/// (``makeCoarseContinuousTimeSource()``), a precise one without generic calls for a
+/// `ContinuousClock`, the clock itself otherwise.
 func makeTimeSource(_ clock: some Clock<Duration>) -> any MonoTaskTimeSource {
-    if clock is ContinuousClock { return makeContinuousTimeSource() }
+    if clock is CoarseContinuousClock { return makeCoarseContinuousTimeSource() }
+    if clock is ContinuousClock { return ContinuousClockTimeSource() }
     return ClockTimeSource(clock)
 }

@@ -22,9 +22,9 @@ public enum RetryCount: Sendable, Hashable, ExpressibleByIntegerLiteral {
     /// No retry: the first failure is final.
     case never
     /// Exactly `count` retries (`count + 1` attempts), waiting as `intervalProxy` says before each.
-    case count(count: Int, intervalProxy: IntervalProxy = .fixed(.zero))
+    case count(count: Int, intervalProxy: TaskKit.IntervalProxy = .fixed(.zero))
     /// Unlimited retries, waiting as `intervalProxy` says before each.
-    case infinity(intervalProxy: IntervalProxy = .fixed(.zero))
+    case infinity(intervalProxy: TaskKit.IntervalProxy = .fixed(.zero))
 
     /// `0` is ``never``; `n > 0` is `.count(count: n)` with no delay. A negative literal is rejected.
     public init(integerLiteral value: Int) {
@@ -44,7 +44,7 @@ public enum RetryCount: Sendable, Hashable, ExpressibleByIntegerLiteral {
     }
 
     /// The interval proxy, or `nil` for ``never``.
-    public var intervalProxy: IntervalProxy? {
+    public var intervalProxy: TaskKit.IntervalProxy? {
         switch self {
         case .never: return nil
         case .count(_, let proxy), .infinity(let proxy): return proxy

@@ -1,16 +1,13 @@
 /// A unit of work run by a ``TaskManager``.
 ///
 /// A task is a reference type: interceptors may change it before it runs, reactors may look at
-/// it afterwards, and requeueing runs the same object again. Write its work in one of two ways,
-/// whichever suits the code it wraps:
+/// it afterwards, and requeueing runs the same object again. Its work is ``execute()``, an
+/// `async throws` function; a task written in the callback style (Tasker's
+/// `execute(completion:)`) conforms to ``CallbackManagedTask`` instead, which supplies
+/// ``execute()`` from it. A type that provides neither does not compile.
 ///
-/// - ``execute()`` as an `async throws` function, or
-/// - ``execute(completion:)`` calling `completion` once with the result.
-///
-/// Each has a default written in terms of the other, so implement at least one (a task that
-/// implements neither stops with a precondition failure naming its type when it first runs).
-/// The manager always calls the async form; the task is cancelled cooperatively (the Swift task
-/// running it is cancelled) and told through ``didCancel(with:)``.
+/// The manager calls ``execute()``; the task is cancelled cooperatively (the Swift task running
+/// it is cancelled) and told through ``didCancel(with:)``.
 ///
 /// ```swift
 /// final class Add: ManagedTask {
@@ -29,11 +26,6 @@ public protocol ManagedTask: AnyObject, Sendable {
     /// overrides it.
     var timeout: Duration? { get }
 
-    /// Does the work and calls `completion` exactly once with the outcome.
-    ///
-    /// Later calls of `completion` are ignored.
-    func execute(completion: @escaping @Sendable (Result<SuccessValue, any Error>) -> Void)
-
     /// Does the work and returns its result, or throws.
     func execute() async throws -> SuccessValue
 
@@ -49,34 +41,30 @@ extension ManagedTask {
 
     /// Does nothing.
     public func didCancel(with error: TaskError) {}
-
-    /// Runs ``execute()`` in a new Swift task and passes its outcome to `completion`.
-    public func execute(completion: @escaping @Sendable (Result<SuccessValue, any Error>) -> Void) {
-        precondition(
-            BridgeGuard.bridging != ObjectIdentifier(self),
-            "ManagedTask \(Self.self) must implement execute(completion:) or execute() async throws"
-        )
-        Task {
-            do {
-                completion(.success(try await self.execute()))
-            } catch {
-                completion(.failure(error))
-            }
-        }
-    }
-
-    /// Calls ``execute(completion:)`` and suspends, without blocking a thread, until it completes.
-    public func execute() async throws -> SuccessValue {
-        try await BridgeGuard.$bridging.withValue(ObjectIdentifier(self)) {
-            try await awaitCallback { (done: @escaping @Sendable (Result<SuccessValue, any Error>) -> Void) in
-                self.execute(completion: done)
-            }
-        }
-    }
 }
 
-/// Detects a conformer that implements neither form of `execute`, whose two defaults would
-/// otherwise call each other forever.
-enum BridgeGuard {
-    @TaskLocal static var bridging: ObjectIdentifier?
+/// A ``ManagedTask`` written in the callback style: its work is ``execute(completion:)``, and
+/// ``ManagedTask/execute()`` suspends, without blocking a thread, until the completion is called.
+///
+/// ```swift
+/// final class LegacyFetch: CallbackManagedTask {
+///     func execute(completion: @escaping @Sendable (Result<String, any Error>) -> Void) {
+///         legacyClient.fetch { completion($0) }
+///     }
+/// }
+/// ```
+public protocol CallbackManagedTask: ManagedTask {
+    /// Does the work and calls `completion` exactly once with the outcome.
+    ///
+    /// Later calls of `completion` are ignored.
+    func execute(completion: @escaping @Sendable (Result<SuccessValue, any Error>) -> Void)
+}
+
+extension CallbackManagedTask {
+    /// Calls ``execute(completion:)`` and suspends, without blocking a thread, until it completes.
+    public func execute() async throws -> SuccessValue {
+        try await awaitCallback { (done: @escaping @Sendable (Result<SuccessValue, any Error>) -> Void) in
+            self.execute(completion: done)
+        }
+    }
 }

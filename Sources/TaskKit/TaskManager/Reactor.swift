@@ -15,11 +15,11 @@
 /// ``TaskError/reactorTimedOut(type:)``; tasks that merely joined a non-requeueing reaction
 /// deliver their result. In every outcome the reaction's record of triggering tasks is cleared.
 ///
-/// Write the reaction as ``execute()`` (async) or ``execute(done:)`` (callback); each has a
-/// default written in terms of the other. A reactor that implements neither only *decides*: its
-/// reaction does nothing and succeeds at once, so a reactor whose configuration has
-/// ``ReactorConfiguration/requeuesTask`` and that implements only
-/// ``shouldExecute(after:from:with:)`` requeues the tasks it matches, with no side work.
+/// The reaction is ``execute()``. A reactor written in the callback style (Tasker's
+/// `execute(done:)`) conforms to ``CallbackReactor``, which supplies ``execute()`` from it; a
+/// reactor that only *decides* conforms to ``DecisionOnlyReactor``, whose reaction does nothing
+/// and succeeds at once (so with ``ReactorConfiguration/requeuesTask`` it requeues the tasks it
+/// matches, with no side work). A type that provides no reaction does not compile.
 public protocol Reactor: Sendable {
     /// How the manager behaves while this reactor runs. Read once per reaction.
     var configuration: ReactorConfiguration { get }
@@ -31,9 +31,6 @@ public protocol Reactor: Sendable {
         after result: Result<T.SuccessValue, any Error>, from task: T, with handle: TaskHandle
     ) -> Bool
 
-    /// Performs the reaction and calls `done` once: `nil` on success, or the error.
-    func execute(done: @escaping @Sendable ((any Error)?) -> Void)
-
     /// Performs the reaction; throwing fails it.
     func execute() async throws
 }
@@ -41,37 +38,43 @@ public protocol Reactor: Sendable {
 extension Reactor {
     /// ``ReactorConfiguration/default``.
     public var configuration: ReactorConfiguration { .default }
+}
 
-    /// Runs ``execute()`` in a new Swift task and reports its outcome to `done`; for a reactor
-    /// that implements neither form, reports success at once (the reaction does nothing).
-    public func execute(done: @escaping @Sendable ((any Error)?) -> Void) {
-        if ReactorBridgeGuard.bridging == ObjectIdentifier(Self.self) {
-            // Called by the default `execute()`: neither form is implemented.
-            done(nil)
-            return
-        }
-        Task {
-            do {
-                try await self.execute()
-                done(nil)
-            } catch {
-                done(error)
-            }
-        }
-    }
+/// A ``Reactor`` written in the callback style: its reaction is ``execute(done:)``, and
+/// ``Reactor/execute()`` suspends, without blocking a thread, until `done` is called.
+public protocol CallbackReactor: Reactor {
+    /// Performs the reaction and calls `done` once: `nil` on success, or the error.
+    func execute(done: @escaping @Sendable ((any Error)?) -> Void)
+}
 
+extension CallbackReactor {
     /// Calls ``execute(done:)`` and suspends, without blocking a thread, until it reports.
     public func execute() async throws {
-        let error: (any Error)? = await ReactorBridgeGuard.$bridging.withValue(ObjectIdentifier(Self.self)) {
-            await awaitCallback { (finish: @escaping @Sendable ((any Error)?) -> Void) in
-                self.execute(done: finish)
-            }
+        let error = await awaitCallback { (finish: @escaping @Sendable ((any Error)?) -> Void) in
+            self.execute(done: finish)
         }
         if let error { throw error }
     }
 }
 
-/// Detects a reactor implementing neither form of `execute` (its reaction is then empty).
-enum ReactorBridgeGuard {
-    @TaskLocal static var bridging: ObjectIdentifier?
+/// A ``Reactor`` that only decides: it implements ``Reactor/shouldExecute(after:from:with:)``,
+/// and its reaction does nothing and succeeds at once. With
+/// ``ReactorConfiguration/requeuesTask`` it requeues the tasks it matches.
+///
+/// ```swift
+/// // Runs every failed task again, until it succeeds.
+/// struct RequeueFailures: DecisionOnlyReactor {
+///     var configuration: ReactorConfiguration { ReactorConfiguration(requeuesTask: true) }
+///     func shouldExecute<T: ManagedTask>(
+///         after result: Result<T.SuccessValue, any Error>, from task: T, with handle: TaskHandle
+///     ) -> Bool {
+///         if case .failure = result { return true } else { return false }
+///     }
+/// }
+/// ```
+public protocol DecisionOnlyReactor: Reactor {}
+
+extension DecisionOnlyReactor {
+    /// Does nothing: the reaction succeeds at once.
+    public func execute() async throws {}
 }

@@ -1,5 +1,4 @@
 import Logging
-import Synchronization
 
 /// The thin owner of a ``TaskManagerStateMachine``: holds it in a lock, feeds it events, and
 /// performs the actions it returns after unlocking.
@@ -20,11 +19,6 @@ final class TaskManagerStorage: Sendable {
     }
 
     private let state: LockedState<State>
-    /// Completions that returned since the machine was last told (see ``deliveryReturned()``).
-    private let returnedDeliveries = Atomic<Int>(0)
-    /// Whether a `waitTillAllTasksFinished` waiter may be stored. Set under the lock before a
-    /// waiter reads the delivery count; cleared lazily under the lock once none is stored.
-    private let waiterMayBeStored = Atomic<Bool>(false)
     let interceptors: [any Interceptor]
     let reactors: [any Reactor]
     private let reactorConfigurations: [ReactorConfiguration]
@@ -127,57 +121,28 @@ final class TaskManagerStorage: Sendable {
         }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let (resumeNow, actions) = state.withLock { state -> (Bool, Machine.ActionList) in
-                    if Task.isCancelled { return (true, []) }
-                    // Publish the flag before reading the returned deliveries: a completion that
-                    // returns concurrently either is counted here or sees the flag (see
-                    // `deliveryReturned`), so the last one is never missed.
-                    waiterMayBeStored.store(true, ordering: .sequentiallyConsistent)
-                    let actions = syncReturnedDeliveries(&state)
-                    if state.machine.addWaiter(waiter) {
-                        clearWaiterFlagIfNone(state)
-                        return (true, actions)
-                    }
+                let resumeNow = state.withLock { state -> Bool in
+                    if Task.isCancelled { return true }
+                    if state.machine.addWaiter(waiter) { return true }
                     state.waiters[waiter] = continuation
-                    return (false, actions)
+                    return false
                 }
                 if resumeNow { continuation.resume() }
-                perform(actions)
             }
         } onCancel: {
             let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
                 _ = state.machine.removeWaiter(waiter)
-                clearWaiterFlagIfNone(state)
                 return state.waiters.removeValue(forKey: waiter)
             }
             continuation?.resume()
         }
     }
 
-    /// A completion returned. Counted with an atomic, without the lock, unless a waiter may be
-    /// stored: then the machine is told under the lock, so that the waiter resumes after the last
-    /// completion. (Sequentially consistent: this increment then flag read, against the
-    /// waiter's flag write then count read, cannot both miss each other.)
+    /// A completion returned: the machine counts it, under the lock, so a
+    /// `waitTillAllTasksFinished` waiter resumes only after the last completion.
     @usableFromInline
     func deliveryReturned() {
-        returnedDeliveries.add(1, ordering: .sequentiallyConsistent)
-        guard waiterMayBeStored.load(ordering: .sequentiallyConsistent) else { return }
-        perform(state.withLock { state -> Machine.ActionList in
-            let actions = syncReturnedDeliveries(&state)
-            clearWaiterFlagIfNone(state)
-            return actions
-        })
-    }
-
-    /// Tells the machine how many completions returned since the last time. Under the lock.
-    private func syncReturnedDeliveries(_ state: inout State) -> Machine.ActionList {
-        let returned = returnedDeliveries.exchange(0, ordering: .sequentiallyConsistent)
-        return state.machine.deliveriesReturned(returned)
-    }
-
-    /// Clears the waiter flag when no waiter is stored. Under the lock.
-    private func clearWaiterFlagIfNone(_ state: State) {
-        if state.machine.waiterCount == 0 { waiterMayBeStored.store(false, ordering: .sequentiallyConsistent) }
+        perform(state.withLock { $0.machine.deliveriesReturned(1) })
     }
 
     var isShuttingDown: Bool {

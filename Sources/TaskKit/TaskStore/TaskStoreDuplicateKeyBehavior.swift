@@ -38,14 +38,14 @@ public struct TaskStoreDuplicateKeyBehavior: Hashable, Sendable {
     }
 
     /// Whether a running task under the key is kept and no new work is started.
-    public var preferPrevious: Bool {
+    public var prefersPrevious: Bool {
         preferNewOptions == nil
     }
 
     /// Whether a running task under the key is cancelled before the new one is added.
     ///
     /// `false` for ``preferPrevious-type.property``.
-    public var cancelPrevious: Bool {
+    public var cancelsPrevious: Bool {
         preferNewOptions?.cancelPrevious ?? false
     }
 
@@ -53,12 +53,12 @@ public struct TaskStoreDuplicateKeyBehavior: Hashable, Sendable {
     ///
     /// `true` for ``preferPrevious-type.property`` (which never starts new work, so it never overlaps the
     /// previous task either).
-    public var waitForPrevious: Bool {
+    public var waitsForPrevious: Bool {
         preferNewOptions?.waitForPrevious ?? true
     }
 
     /// Whether new work is started at all when a task is already running under the key.
-    public var runNewTask: Bool {
+    public var runsNewTask: Bool {
         preferNewOptions != nil
     }
 

@@ -138,7 +138,7 @@ public final class BearerTokenAuthenticator: Sendable {
         credential: BearerCredential? = nil,
         configuration: Configuration = Configuration(),
         clock: some Clock<Duration> = ContinuousClock(),
-        logger: Logger = TaskKitHTTPLogging.silent,
+        logger: Logger = .silent(label: "TaskKitHTTP"),
         refresh: @escaping Refresh
     ) {
         let origin = clock.now
@@ -329,7 +329,8 @@ public final class BearerTokenAuthenticator: Sendable {
 
 /// Logging helpers of TaskKitHTTP.
 public enum TaskKitHTTPLogging {
-    /// A logger that discards everything: the default of every TaskKitHTTP type.
+    /// A logger that discards everything, labelled `TaskKitHTTP`.
+    @available(*, deprecated, renamed: "Logger.silent(label:)")
     public static var silent: Logger {
         .silent(label: "TaskKitHTTP")
     }

@@ -36,8 +36,8 @@ extension Scenario {
         let counters = profile.counters
         record.measure("counters", counters.description)
         record.expect("upstream requests after 500 more calls inside the TTL", await server.hits(.profile), equals: 1)
-        record.expect("executions", counters.executions, equals: 1)
-        record.expect("cache hits", counters.cacheHits, atLeast: callers)
+        record.expect("executions", counters.loads, equals: 1)
+        record.expect("cache hits", counters.hits, atLeast: callers)
 
         // 2. clearResult strategies while a run is in flight.
         // .cancel: waiters fail at once with executionCancelledDueToClearResult.
@@ -74,7 +74,7 @@ extension Scenario {
         restartable.clearResult(ongoingExecutionStrategy: .restart)
         let restarted = await restartWaiter.value
         record.expect("clearResult(.restart) delivers a fresh result", (try? restarted.get()) != nil, equals: true)
-        record.expect("executions for a restarted run (discarded + fresh)", restartable.counters.executions, equals: 2)
+        record.expect("executions for a restarted run (discarded + fresh)", restartable.counters.loads, equals: 2)
 
         // .allowCompletion: the running execution completes normally and is cached.
         let allowWaiter = Task { await profile.asyncExecute(forceUpdate: true) }

@@ -36,8 +36,8 @@ extension Scenario {
         let outcomes = await withTaskGroup(of: Bool.self) { group in
             for _ in 0..<requests {
                 group.addTask {
-                    let task = ProtectedRequestTask(context: context, tokens: tokens)
-                    return (try? await api.value(of: task)) == 200
+                    // A closure task: a requeued run calls it again, with the token of that moment.
+                    (try? await api.value { try await protectedRequest(context: context, tokens: tokens) }) == 200
                 }
             }
             return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
@@ -113,24 +113,13 @@ final class TokenBox: Sendable {
 }
 
 /// GET /protected with the current token; a 401 is reported as an error for the reactor.
-final class ProtectedRequestTask: ManagedTask {
-    typealias SuccessValue = Int
-    let context: DemoContext
-    let tokens: TokenBox
-
-    init(context: DemoContext, tokens: TokenBox) {
-        self.context = context
-        self.tokens = tokens
-    }
-
-    func execute() async throws -> Int {
-        var request = URLRequest(url: context.server.url("/protected"))
-        request.setValue("Bearer \(tokens.token)", forHTTPHeaderField: "Authorization")
-        let (_, response) = try await DemoContext.session.data(for: request)
-        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-        if status == 401 { throw DemoError.status(401) }
-        return status
-    }
+func protectedRequest(context: DemoContext, tokens: TokenBox) async throws -> Int {
+    var request = URLRequest(url: context.server.url("/protected"))
+    request.setValue("Bearer \(tokens.token)", forHTTPHeaderField: "Authorization")
+    let (_, response) = try await DemoContext.session.data(for: request)
+    let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+    if status == 401 { throw DemoError.status(401) }
+    return status
 }
 
 /// Reacts to a 401: fetches a new token, with the queue suspended, and requeues the failures.

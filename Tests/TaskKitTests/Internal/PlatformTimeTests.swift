@@ -42,6 +42,13 @@ struct PlatformTimeTests {
         }
     }
 
+    /// On Linux the coarse clock's resolution is one kernel tick, and its time source is the
+    /// coarse reading.
+    @Test func theCoarseClockReadsAtTheKernelsTick() {
+        #expect(CoarseContinuousClock().minimumResolution == Self.tick)
+        #expect(makeTimeSource(CoarseContinuousClock()) is LinuxCoarseContinuousTime)
+    }
+
     /// A `KeyedMonoTask` on the default clock keeps a value for its time to live and loads again
     /// after it. (On a loaded machine the first two calls may already be a time to live apart:
     /// then the second one loads too, and only the load after the sleep is checked.)

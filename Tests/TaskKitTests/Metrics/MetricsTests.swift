@@ -21,7 +21,7 @@ private struct MetricsTestError: Error {}
         let metrics = processTestMetrics
         let gate = TestGate()
         let task = MonoTask<Int>(
-            resultExpireDuration: .infinity, clock: ContinuousClock(), metricsLabel: "mono-outcomes"
+            resultExpireDuration: nil, clock: ContinuousClock(), metricsLabel: "mono-outcomes"
         ) {
             await gate.wait()
             return .success(7)
@@ -47,8 +47,8 @@ private struct MetricsTestError: Error {}
     @Test func aFailedRunCountsOnceAfterItsRetriesAndCallbacksCount() async throws {
         _ = processTestMetrics  // bootstrapped before the component makes its metric objects
         let task = MonoTask<Int>(
-            retry: .count(count: 2, intervalProxy: .fixed(timeInterval: 0)),
-            resultExpireDuration: 0, clock: ContinuousClock(), metricsLabel: "mono-failures"
+            retry: .count(count: 2, intervalProxy: .fixed(.zero)),
+            resultExpireDuration: .zero, clock: ContinuousClock(), metricsLabel: "mono-failures"
         ) { .failure(MetricsTestError()) }
         await #expect(throws: MetricsTestError.self) { try await task.asyncExecute().get() }
         let delivered = MonoCounter()
@@ -64,7 +64,7 @@ private struct MetricsTestError: Error {}
 
     @Test func withoutALabelNoMetricObjectIsMade() async throws {
         _ = processTestMetrics  // bootstrapped before the component makes its metric objects
-        let task = MonoTask<Int>(resultExpireDuration: .infinity, clock: ContinuousClock()) { .success(1) }
+        let task = MonoTask<Int>(resultExpireDuration: nil, clock: ContinuousClock()) { .success(1) }
         let keyed = KeyedMonoTask<Int, Int>(maximumEntries: 4) { $0 }
         let manager = TaskManager()
         #expect(task.metrics == nil)

@@ -209,7 +209,7 @@ import TaskKitTestSupport
     }
 
     @Test func retriesAreScheduledAndOnlyTheFinalOutcomeIsDelivered() {
-        var machine = Self.machine(retry: .count(count: 2, intervalProxy: .fixed(timeInterval: 3)))
+        var machine = Self.machine(retry: .count(count: 2, intervalProxy: .fixed(.seconds(3))))
         let load = Self.started(Self.ask(&machine, 1, "a"))!
         for _ in 0..<2 {
             guard case .retry(let delay) = machine.attemptFinished(
@@ -226,7 +226,7 @@ import TaskKitTestSupport
     }
 
     @Test func jitterComesFromTheInjectedGeneratorSoEveryDelayIsKnown() {
-        let proxy = IntervalProxy.exponentialBackoff(initialTimeInterval: 1, scaleRate: 2, jitter: .full)
+        let proxy = IntervalProxy.exponential(initial: .seconds(1), scaleRate: 2, jitter: .full)
         var machine = Machine(configuration: .init(
             maximumEntries: 10, timeToLive: .seconds(10), staleWhileRevalidate: .zero,
             retry: .count(count: 3, intervalProxy: proxy), jitter: RetryJitter(SeededRandomNumberGenerator(seed: 5))

@@ -92,7 +92,7 @@ struct KeyedMonoTaskTests {
         let recorder = KeyedLoadRecorder()
         recorder.setFailing(1)
         let cache = Self.make(
-            recorder, retry: .count(count: 2, intervalProxy: .exponentialBackoff(initialTimeInterval: 1, scaleRate: 2)),
+            recorder, retry: .count(count: 2, intervalProxy: .exponential(initial: .seconds(1), scaleRate: 2)),
             clock: clock
         )
         async let result = cache.value(for: 1)
@@ -199,7 +199,7 @@ struct KeyedMonoTaskTests {
         let clock = ManualClock()
         let recorder = KeyedLoadRecorder(gated: [1])
         recorder.setFailing(2)
-        let cache = Self.make(recorder, retry: .count(count: 1, intervalProxy: .fixed(timeInterval: 60)), clock: clock)
+        let cache = Self.make(recorder, retry: .count(count: 1, intervalProxy: .fixed(.seconds(60))), clock: clock)
         async let slow = cache.value(for: 1)
         await eventually("slow load") { recorder.waiting(1) == 1 }
         async let failing = cache.value(for: 2)  // fails, then waits 60 s to retry

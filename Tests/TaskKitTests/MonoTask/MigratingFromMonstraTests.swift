@@ -14,6 +14,7 @@ import TaskKitTestSupport
 
     struct Flaky: Error {}
 
+    @available(*, deprecated, message: "exercises Monstra's spellings, kept as deprecated compatibility overloads")
     @Test func basicUsageWithCaching() async throws {
         let calls = Calls()
         let task = MonoTask<String>(resultExpireDuration: 60.0) { callback in
@@ -27,6 +28,7 @@ import TaskKitTestSupport
         #expect(calls.value == 1)
     }
 
+    @available(*, deprecated, message: "exercises Monstra's spellings, kept as deprecated compatibility overloads")
     @Test func withRetryLogic() async throws {
         let calls = Calls()
         let retryTask = MonoTask<Int>(
@@ -39,6 +41,7 @@ import TaskKitTestSupport
         #expect(try await retryTask.executeThrows() == 3)
     }
 
+    @available(*, deprecated, message: "exercises Monstra's spellings, kept as deprecated compatibility overloads")
     @Test func asyncInitialiserReturningAResult() async throws {
         let apiTask = MonoTask<Int>(
             retry: .count(count: 2, intervalProxy: .fixed(timeInterval: 0)),
@@ -50,6 +53,7 @@ import TaskKitTestSupport
         #expect(apiTask.currentResult == 42)
     }
 
+    @available(*, deprecated, message: "exercises Monstra's spellings, kept as deprecated compatibility overloads")
     @Test func executeWithACallbackAndJustExecute() async throws {
         let task = MonoTask<Int>(resultExpireDuration: 60) { .success(5) }
         task.justExecute()
@@ -60,6 +64,7 @@ import TaskKitTestSupport
         #expect(!task.isExecuting)
     }
 
+    @available(*, deprecated, message: "exercises Monstra's spellings, kept as deprecated compatibility overloads")
     @Test func clearResultStrategies() async throws {
         let gate = TestGate()
         let task = MonoTask<Int>(resultExpireDuration: 60) {
@@ -77,6 +82,7 @@ import TaskKitTestSupport
         await eventually { task.currentResult == 1 }
     }
 
+    @available(*, deprecated, message: "exercises Monstra's spellings, kept as deprecated compatibility overloads")
     @Test func retryCountAndItsNestedIntervalProxy() {
         let never: RetryCount = 0
         let three: RetryCount = 3

@@ -49,8 +49,8 @@ import TaskKitTestSupport
         #expect(done?.value == 7)
         #expect(done?.next == nil)
         #expect(!m.isExecuting)
-        #expect(m.counters.executions == 1)
-        #expect(m.counters.mergedCallers == 2)
+        #expect(m.counters.loads == 1)
+        #expect(m.counters.merges == 2)
     }
 
     @Test func successIsCachedForTheTTLCountedFromCompletion() {
@@ -73,7 +73,7 @@ import TaskKitTestSupport
         }
         let v3 = Self.started(Self.call(&m, "c", at: .seconds(15)))
         #expect(v3 == 2)
-        #expect(m.counters.cacheHits == 2)
+        #expect(m.counters.hits == 2)
     }
 
     @Test func zeroTTLCachesNothingButStillMerges() {
@@ -122,7 +122,7 @@ import TaskKitTestSupport
         #expect(v8 == 1)
         let v9 = Self.started(Self.call(&m, nil))
         #expect(v9 == .some(nil))
-        #expect(m.counters.mergedCallers == 0)
+        #expect(m.counters.merges == 0)
         let done = Self.finished(m.attemptFinished(generation: 1, result: .success(2), now: .zero))
         #expect(done?.waiters == [])
         #expect(m.currentValue(now: .zero) == 2)
@@ -131,7 +131,7 @@ import TaskKitTestSupport
     // MARK: Retry
 
     @Test func retriesExactlyCountTimesAndWaitersSeeOnlyTheFinalOutcome() {
-        var m = Self.machine(retry: .count(count: 2, intervalProxy: .exponentialBackoff(initialTimeInterval: 1)))
+        var m = Self.machine(retry: .count(count: 2, intervalProxy: .exponential(initial: .seconds(1))))
         Self.call(&m, "a")
         guard case .retry(after: .seconds(1)) = m.attemptFinished(generation: 1, result: .failure(Boom()), now: .zero)
         else {
@@ -157,12 +157,12 @@ import TaskKitTestSupport
         }
         #expect(waiters == ["a", "b"])
         #expect(m.counters.retries == 2)
-        #expect(m.counters.executions == 1)
+        #expect(m.counters.loads == 1)
     }
 
     @Test func jitterComesFromTheInjectedGeneratorSoEveryDelayIsKnown() {
-        let proxy = IntervalProxy.exponentialBackoff(initialTimeInterval: 1, scaleRate: 2, jitter: .decorrelated)
-            .capped(at: 10)
+        let proxy = IntervalProxy.exponential(initial: .seconds(1), scaleRate: 2, jitter: .decorrelated)
+            .capped(at: .seconds(10))
         var m = Machine(configuration: .init(
             timeToLive: .seconds(10), refreshAfter: nil, retry: .count(count: 4, intervalProxy: proxy),
             jitter: RetryJitter(SeededRandomNumberGenerator(seed: 11))
@@ -267,7 +267,7 @@ import TaskKitTestSupport
         #expect(first?.next == 2)
         let second = Self.finished(m.attemptFinished(generation: 2, result: .success(2), now: .zero))
         #expect(second?.next == nil)
-        #expect(m.counters.executions == 2)
+        #expect(m.counters.loads == 2)
     }
 
     // MARK: clearResult
@@ -295,7 +295,7 @@ import TaskKitTestSupport
     }
 
     @Test func cancelStopsAPendingRetryForGood() {
-        var m = Self.machine(retry: .infinity(intervalProxy: .fixed(timeInterval: 1)))
+        var m = Self.machine(retry: .infinity(intervalProxy: .fixed(.seconds(1))))
         Self.call(&m, "a")
         _ = m.attemptFinished(generation: 1, result: .failure(Boom()), now: .zero)
         guard case .failWaiters(["a"], cancelRun: 1) = m.clearResult(strategy: .cancel, restartWhenIdle: false) else {
@@ -368,7 +368,7 @@ import TaskKitTestSupport
     }
 
     @Test func restartDuringBackoffReplacesTheSleepingRunAtOnce() {
-        var m = Self.machine(retry: .count(count: 5, intervalProxy: .fixed(timeInterval: 60)))
+        var m = Self.machine(retry: .count(count: 5, intervalProxy: .fixed(.seconds(60))))
         Self.call(&m, "a")
         _ = m.attemptFinished(generation: 1, result: .failure(Boom()), now: .zero)
         guard case .startRun(2, cancelRun: 1) = m.clearResult(strategy: .restart, restartWhenIdle: false) else {
@@ -409,7 +409,7 @@ import TaskKitTestSupport
         #expect(v22 == .some(nil))
         let done = Self.finished(m.attemptFinished(generation: 2, result: .success(2), now: .zero))
         #expect(done?.waiters == ["late"])
-        #expect(m.counters.mergedCallers == 1)
+        #expect(m.counters.merges == 1)
     }
 
     @Test func idleClearWithoutRestartOnlyDropsTheCache() {

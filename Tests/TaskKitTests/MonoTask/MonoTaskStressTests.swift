@@ -13,16 +13,16 @@ import TaskKitTestSupport
 
     struct Setup: Sendable, CustomTestStringConvertible {
         var block: BlockKind
-        var ttl: Double
+        var ttl: Duration
         var retry: RetryCount
         var testDescription: String { "\(block) block, ttl \(ttl), retry \(retry)" }
     }
 
     static let setups: [Setup] = [
-        Setup(block: .async, ttl: 0, retry: .never),
-        Setup(block: .async, ttl: 0.0005, retry: 2),
-        Setup(block: .callback, ttl: 0, retry: 1),
-        Setup(block: .callback, ttl: 0.0005, retry: .never),
+        Setup(block: .async, ttl: .zero, retry: .never),
+        Setup(block: .async, ttl: .microseconds(500), retry: 2),
+        Setup(block: .callback, ttl: .zero, retry: 1),
+        Setup(block: .callback, ttl: .microseconds(500), retry: .never),
     ]
 
     static func makeTask(
@@ -120,7 +120,7 @@ import TaskKitTestSupport
                         deliveries.withLock { $0[index] += 1 }
                     case 8:
                         let strategy = MonoTask<Int>.OngoingExecutionStrategy.allCases[(index / 10) % 3]
-                        task.clearResult(ongoingExecutionStrategy: strategy, shouldRestartWhenIDLE: index % 20 == 8)
+                        task.clearResult(ongoingExecutionStrategy: strategy, restartWhenIdle: index % 20 == 8)
                         deliveries.withLock { $0[index] += 1 }
                     default:
                         _ = task.currentResult
@@ -141,13 +141,13 @@ import TaskKitTestSupport
         #expect(overlap.maximum == 1)
         #expect(callbacksDelivered.value == callbacksExpected.value)
         let counters = task.counters
-        #expect(counters.executions >= 1)
-        #expect(counters.executions + counters.retries >= attempts.value)
+        #expect(counters.loads >= 1)
+        #expect(counters.loads + counters.retries >= attempts.value)
     }
 
     @Test func cancellingEveryCallerNeverLosesOrDuplicatesAResumption() async {
         let gate = TestGate()
-        let task = MonoTask<Int>(resultExpireDuration: 60, clock: ContinuousClock()) {
+        let task = MonoTask<Int>(resultExpireDuration: .seconds(60), clock: ContinuousClock()) {
             await gate.wait()
             return .success(1)
         }

@@ -11,7 +11,7 @@ import TaskKitTestSupport
     }
 
     @Test func countMeansExactlyThatManyRetries() {
-        var schedule = RetryCount.count(count: 2, intervalProxy: .fixed(timeInterval: 1)).makeSchedule()
+        var schedule = RetryCount.count(count: 2, intervalProxy: .fixed(.seconds(1))).makeSchedule()
         #expect(schedule.nextDelay() == .seconds(1))
         #expect(schedule.nextDelay() == .seconds(1))
         #expect(schedule.nextDelay() == nil)
@@ -21,6 +21,7 @@ import TaskKitTestSupport
         #expect(never.nextDelay() == nil)
     }
 
+    @available(*, deprecated, message: "exercises the seconds-based compatibility spellings")
     @Test func exponentialBackoffGrowsAndIsCapped() {
         let proxy = IntervalProxy.exponentialBackoff(initialTimeInterval: 1, scaleRate: 2).capped(at: 5)
         #expect((1...5).map { proxy.baseTimeInterval(forRetry: $0) } == [1, 2, 4, 5, 5])
@@ -29,6 +30,7 @@ import TaskKitTestSupport
         #expect(uncapped.baseTimeInterval(forRetry: 100_000).isFinite)
     }
 
+    @available(*, deprecated, message: "exercises the seconds-based compatibility spellings")
     @Test func jitterStaysInBounds() {
         let full = IntervalProxy.exponentialBackoff(initialTimeInterval: 1).capped(at: 8).jittered(.full)
         let decorrelated = IntervalProxy.exponentialBackoff(initialTimeInterval: 1).capped(at: 8).jittered(.decorrelated)
@@ -43,16 +45,18 @@ import TaskKitTestSupport
     }
 
     @Test func infinityAlwaysAllowsRetry() {
-        var schedule = RetryCount.infinity(intervalProxy: .fixed(timeInterval: 0.5)).makeSchedule()
+        var schedule = RetryCount.infinity(intervalProxy: .fixed(.milliseconds(500))).makeSchedule()
         for _ in 0..<1000 { #expect(schedule.nextDelay() == .milliseconds(500)) }
     }
 
+    @available(*, deprecated, message: "exercises the seconds-based compatibility spellings")
     @Test func retryAfterIsBoundedByTheCap() {
         var schedule = RetryCount.count(count: 3, intervalProxy: IntervalProxy.fixed(timeInterval: 1).capped(at: 10)).makeSchedule()
         #expect(schedule.nextDelay(atLeast: 4) == .seconds(4))
         #expect(schedule.nextDelay(atLeast: 60) == .seconds(10))
     }
 
+    @available(*, deprecated, message: "exercises the seconds-based compatibility spellings")
     @Test func invalidIntervalsWithNoNearestValidValueAreRejectedNamingTheParameter() async {
         await #expect(processExitsWith: .failure) {
             _ = IntervalProxy.exponentialBackoff(initialTimeInterval: .nan)
@@ -65,6 +69,7 @@ import TaskKitTestSupport
         }
     }
 
+    @available(*, deprecated, message: "exercises the seconds-based compatibility spellings")
     @Test func outOfRangeValuesAreClampedAsMonstraDoes() {
         // A negative interval or cap is 0.
         #expect(IntervalProxy.fixed(timeInterval: -1).growth == .fixed(.zero))
@@ -84,6 +89,7 @@ import TaskKitTestSupport
 
     // MARK: Swift-first spellings
 
+    @available(*, deprecated, message: "exercises the seconds-based compatibility spellings")
     @Test func durationSpellingsGiveTheSameDelaysAsTheSecondsOnes() {
         let proxy = IntervalProxy.exponential(initial: .seconds(1), scaleRate: 2).capped(at: .seconds(5))
         #expect(proxy == IntervalProxy.exponentialBackoff(initialTimeInterval: 1, scaleRate: 2).capped(at: 5))
@@ -120,6 +126,7 @@ import TaskKitTestSupport
         #expect(full.delay(forRetry: 1) <= .seconds(1))
     }
 
+    @available(*, deprecated, message: "exercises the seconds-based compatibility spellings")
     @Test func scheduleTakesADurationMinimumAndReportsTheLastDelay() {
         var schedule = RetryCount.count(count: 3, intervalProxy: .fixed(.seconds(1)).capped(at: .seconds(10))).makeSchedule()
         #expect(schedule.lastDelay == nil)
@@ -147,6 +154,7 @@ import TaskKitTestSupport
         }
     }
 
+    @available(*, deprecated, message: "exercises the seconds-based compatibility spellings")
     @Test func secondsSpellingsNameTheirParameterWhenRejected() async throws {
         let nan = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = IntervalProxy.exponentialBackoff(initialTimeInterval: .nan)
@@ -160,6 +168,7 @@ import TaskKitTestSupport
 
     // MARK: Monstra's names and strategies
 
+    @available(*, deprecated, message: "exercises the seconds-based compatibility spellings")
     @Test func monstraNamesAndDefaults() {
         #expect(RetryCount.IntervalProxy.DefaultInitialTimeInterval == 1)
         #expect(RetryCount.IntervalProxy.DefaultExponentialBackoffScaleRate == 2)
@@ -170,6 +179,7 @@ import TaskKitTestSupport
         #expect([schedule.nextDelay(), schedule.nextDelay(), schedule.nextDelay()] == [.seconds(1), .seconds(2), .seconds(4)])
     }
 
+    @available(*, deprecated, message: "exercises the seconds-based compatibility spellings")
     @Test func exponentialBackoffBeforeFixedGrowsThenSettlesOnTheOriginalInterval() {
         let proxy = RetryCount.IntervalProxy.exponentialBackoffBeforeFixed(
             initialTimeInterval: 1, maxExponentialBackoffCount: 2, scaleRate: 2
@@ -182,6 +192,7 @@ import TaskKitTestSupport
         #expect(RetryCount.IntervalProxy.exponentialBackoffBeforeFixed().baseTimeInterval(forRetry: 5) == 1)
     }
 
+    @available(*, deprecated, message: "exercises the seconds-based compatibility spellings")
     @Test func exponentialBackoffAfterFixedHoldsThenGrows() {
         let proxy = RetryCount.IntervalProxy.exponentialBackoffAfterFixed(
             initialTimeInterval: 1, originalInitialInterval: 1, maxFixedCount: 2, scaleRate: 2

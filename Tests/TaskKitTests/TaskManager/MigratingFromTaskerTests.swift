@@ -9,7 +9,7 @@ import TaskKitTesting
 /// Tasker" (TaskKit.docc/MigratingFromTasker.md).
 @Suite(.timeLimit(.minutes(1))) struct MigratingFromTaskerTests {
     /// The README's `MyTask`, with its URL request replaced by a local callback.
-    final class MyTask: ManagedTask {
+    final class MyTask: CallbackManagedTask {
         typealias SuccessValue = String
         func execute(completion: @escaping @Sendable (Result<String, any Error>) -> Void) {
             DispatchQueue.global().async { completion(.success("response")) }
@@ -102,7 +102,7 @@ import TaskKitTesting
     }
 
     /// The README's reactor in callback form: refresh something, then requeue the task.
-    struct RefreshThenRequeue: Reactor {
+    struct RefreshThenRequeue: CallbackReactor {
         let refreshes = TaskManagerTestLog<Int>()
         var configuration: ReactorConfiguration { ReactorConfiguration(requeuesTask: true, reinterceptOnRequeue: true) }
         func execute(done: @escaping @Sendable ((any Error)?) -> Void) {

@@ -23,7 +23,7 @@ enum TaskManagerArticleExamples {
     }
 
     /// Wraps a completion-handler API.
-    final class LegacyFetch: ManagedTask {
+    final class LegacyFetch: CallbackManagedTask {
         typealias SuccessValue = String
         let path: String
 

@@ -9,8 +9,8 @@ import TaskKitTesting
 @Suite(.timeLimit(.minutes(1))) struct TaskManagerClosureTaskTests {
     // MARK: A reactor that only decides
 
-    /// Implements `shouldExecute` and neither form of `execute`.
-    struct RequeueOnce: Reactor {
+    /// Implements `shouldExecute` only.
+    struct RequeueOnce: DecisionOnlyReactor {
         let seen = TaskManagerTestLog<Int>()
         var configuration: ReactorConfiguration { ReactorConfiguration(requeuesTask: true) }
 
@@ -31,13 +31,31 @@ import TaskKitTesting
         #expect(reactor.seen.count == 2)
     }
 
-    @Test func theDefaultReactionsSucceedAtOnce() async throws {
+    @Test func theDecisionOnlyReactionSucceedsAtOnce() async throws {
         let reactor = RequeueOnce()
         try await reactor.execute()
-        let error = await awaitCallback { (done: @escaping @Sendable ((any Error)?) -> Void) in
-            reactor.execute(done: done)
+    }
+
+    /// A reactor in the callback style, reporting `outcome` from another queue.
+    struct CallbackRefresh: CallbackReactor {
+        let runs = TaskManagerTestLog<Int>()
+        let outcome: TaskManagerTestError?
+        func shouldExecute<T: ManagedTask>(
+            after result: Result<T.SuccessValue, any Error>, from task: T, with handle: TaskHandle
+        ) -> Bool { true }
+        func execute(done: @escaping @Sendable ((any Error)?) -> Void) {
+            runs.append(1)
+            DispatchQueue.global().async { done(outcome) }
         }
-        #expect(error == nil)
+    }
+
+    @Test func aCallbackReactorsReactionIsItsDoneCallback() async throws {
+        let succeeding = CallbackRefresh(outcome: nil)
+        try await succeeding.execute()
+        #expect(succeeding.runs.count == 1)
+        let failing = CallbackRefresh(outcome: TaskManagerTestError(code: 4))
+        await #expect(throws: TaskManagerTestError(code: 4)) { try await failing.execute() }
+        #expect(failing.runs.count == 1)
     }
 
     // MARK: AnyTask

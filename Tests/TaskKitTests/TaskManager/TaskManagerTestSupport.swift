@@ -73,7 +73,7 @@ final class TaskManagerTestTask<Value: Sendable>: ManagedTask {
 }
 
 /// A task written in the callback style.
-final class TaskManagerTestCallbackTask: ManagedTask {
+final class TaskManagerTestCallbackTask: CallbackManagedTask {
     typealias SuccessValue = Int
     let value: Int
     init(_ value: Int) { self.value = value }

@@ -26,13 +26,6 @@ import TaskKitTesting
         #expect(try await TaskManagerTestCallbackTask(9).execute() == 9)
     }
 
-    @Test func aTaskImplementingNeitherExecuteStopsWithAPreconditionNamingIt() async {
-        await #expect(processExitsWith: .failure) {
-            final class Empty: ManagedTask { typealias SuccessValue = Int }
-            _ = try? await TaskManager().value(of: Empty())
-        }
-    }
-
     @Test func startImmediatelyFalseWaitsForStartAndStartIsIdempotent() async throws {
         let manager = TaskManager()
         let done = TaskManagerTestCompletions<Int>()

@@ -73,6 +73,7 @@ import TaskKitTestSupport
         #expect(!model.taskStore.taskIsRunning(forKey: .viewTask))
     }
 
+    @available(*, deprecated, message: "exercises the TaskStore package's read-outs, kept as deprecated aliases")
     @Test func duplicateKeyBehaviours() async throws {
         let store = TaskStore<String>()
         let log = Recorder()
@@ -96,6 +97,7 @@ import TaskKitTestSupport
         #expect(TaskStoreDuplicateKeyBehavior.wait.cancelPrevious == false)
     }
 
+    @available(*, deprecated, message: "exercises the TaskStore package's runningTaskKeys, kept as a deprecated alias")
     @Test func runningTaskCountAndKeys() async throws {
         let store = TaskStore<Int>()
         let gate = TestGate()

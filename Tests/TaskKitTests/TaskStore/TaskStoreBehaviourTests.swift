@@ -171,7 +171,7 @@ import TaskKitTestSupport
         gate.open()
         try await previous.boundedValue()
         try await second.boundedValue()
-        if behavior.runNewTask {
+        if behavior.runsNewTask {
             #expect(log.events == ["first true", "second true"])
         } else {
             #expect(second == previous, "preferPrevious returned the running task, which the cancel hit")

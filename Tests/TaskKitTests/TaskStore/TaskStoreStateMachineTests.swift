@@ -171,8 +171,8 @@ import Testing
 @Suite struct TaskStoreDuplicateKeyBehaviorTests {
     @Test func readOutsMatchTheBehaviours() {
         typealias B = TaskStoreDuplicateKeyBehavior
-        // (preferPrevious, cancelPrevious, waitForPrevious, runNewTask)
-        func readOut(_ b: B) -> [Bool] { [b.preferPrevious, b.cancelPrevious, b.waitForPrevious, b.runNewTask] }
+        // (prefersPrevious, cancelsPrevious, waitsForPrevious, runsNewTask)
+        func readOut(_ b: B) -> [Bool] { [b.prefersPrevious, b.cancelsPrevious, b.waitsForPrevious, b.runsNewTask] }
         #expect(readOut(.cancelPrevious(wait: false)) == [false, true, false, true])
         #expect(readOut(.cancelPrevious(wait: true)) == [false, true, true, true])
         #expect(readOut(.wait) == [false, false, true, true])

@@ -147,10 +147,10 @@ extension StoreOwner {
             #expect(await target.runningKeys().isEmpty, "\(target.name): every key stops once its tasks finished")
             // Each distinct returned task ran its operation exactly once.
             #expect(probe.runs == Set(tasks).count, "\(target.name)")
-            if behavior.runNewTask {
+            if behavior.runsNewTask {
                 #expect(Set(tasks).count == tasks.count, "\(target.name): every add started new work")
             }
-            if behavior.waitForPrevious && behavior.runNewTask {
+            if behavior.waitsForPrevious && behavior.runsNewTask {
                 #expect(probe.maxActivePerKey == 1, "\(target.name): waiting behaviours never overlap under a key")
             }
         }
