@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 
 /// What a flight hands its callers: the encoded result, and the value it was decoded from or
@@ -21,3 +22,4 @@ struct ProcessFlight: Hashable, Sendable {
 
     func hash(into hasher: inout Hasher) { hasher.combine(key) }
 }
+#endif
