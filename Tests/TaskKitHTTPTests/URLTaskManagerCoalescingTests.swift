@@ -205,7 +205,7 @@ struct URLTaskManagerCoalescingTests {
     func retriesRunOnce(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let gated = HTTPTestGatedTransport(transport.make())
-            let policy = HTTPRetryPolicy(retry: .count(count: 3, intervalProxy: .fixed(timeInterval: 0)))
+            let policy = HTTPRetryPolicy(retry: .count(count: 3, intervalProxy: .fixed(.zero)))
             let manager = manager(gated, interceptors: [policy])
             let url = server.url("/flaky?key=coalesced")  // 503 twice, then 200
             let callers = (0..<10).map { _ in Task { try await manager.data(for: URLRequest(url: url)) } }
@@ -277,7 +277,7 @@ struct URLTaskManagerCoalescingStressTests {
             let manager = URLTaskManager(
                 interceptors: [
                     HTTPTestFlightTagger(),
-                    HTTPRetryPolicy(retry: .count(count: 2, intervalProxy: .fixed(timeInterval: 0))),
+                    HTTPRetryPolicy(retry: .count(count: 2, intervalProxy: .fixed(.zero))),
                 ],
                 transport: transport.make(), timeout: .seconds(60), coalescing: .standard
             )
