@@ -79,9 +79,9 @@ final class RequestCoalescer: Sendable {
         }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
+                let joiner = tracer?.currentContext()
                 // `nil`: the task was cancelled before the caller could join (the cancellation
                 // handler then found nothing to remove), so it must not wait.
-                let joiner = tracer?.currentContext()
                 let (action, flightSpan) = state.withLock { state -> (Machine.JoinAction?, TaskTraceContext?) in
                     if Task.isCancelled { return (nil, nil) }
                     let action = state.machine.join(key: key, id: id, waiter: Waiter(continuation: continuation, start: start, context: joiner))
