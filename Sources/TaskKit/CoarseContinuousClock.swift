@@ -4,14 +4,16 @@
 /// sleeps as `ContinuousClock` does. What differs is the reading of ``now``:
 ///
 /// - **Linux**: the time of the last kernel tick, from `CLOCK_MONOTONIC_COARSE` plus the offset of
-///   the boot-time clock, at most one tick behind `ContinuousClock.now`. The resolution,
+///   the boot-time clock, never ahead of `ContinuousClock.now` and normally less than one tick
+///   behind it; a tick that the kernel handles late (on a busy or virtual machine) can add up to
+///   another. The resolution,
 ///   ``minimumResolution``, is one tick: what `clock_getres(CLOCK_MONOTONIC_COARSE)` reports,
 ///   1 to 10 milliseconds depending on the kernel's configuration (4 ms with the common
 ///   `HZ=250`). A read costs a few nanoseconds, against about 45 for a precise one.
 /// - **Elsewhere**: `ContinuousClock.now` itself, which is already cheap.
 ///
 /// It is ``KeyedMonoTask``'s default clock, where a precise read would cost as much as the rest
-/// of a cache hit; an expiry is then exact to within one tick. Pass `ContinuousClock()` instead
+/// of a cache hit; an expiry is then exact to within a tick or two. Pass `ContinuousClock()` instead
 /// where durations below a few milliseconds must be exact.
 ///
 /// ```swift

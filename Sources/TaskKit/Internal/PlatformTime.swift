@@ -52,7 +52,8 @@ func coarseContinuousResolution() -> Duration {
 /// `ContinuousClock` reads `CLOCK_BOOTTIME` on Linux, so the instant of the source's origin (a
 /// boot time read at the last tick) is a precise `ContinuousClock.now` moved back by the precise
 /// boot time's lead over it, read next to it. A coarse instant is therefore never ahead of
-/// `ContinuousClock.now`, and at most one tick behind it.
+/// `ContinuousClock.now`, and normally less than one tick behind it (up to two when the kernel
+/// handles a tick late).
 struct LinuxCoarseInstants: Sendable {
     static let shared = LinuxCoarseInstants()
 

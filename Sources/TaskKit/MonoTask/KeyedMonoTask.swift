@@ -74,7 +74,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///   - clock: The clock for expiry and the retry backoff. Default: ``CoarseContinuousClock``,
     ///     `ContinuousClock`'s time read on Linux at the kernel's tick (its
     ///     ``CoarseContinuousClock/minimumResolution``, a few milliseconds), which makes a hit
-    ///     about twice as fast as a precise read: expiry is exact to within one tick. Pass
+    ///     about twice as fast as a precise read: expiry is exact to within a tick or two. Pass
     ///     `ContinuousClock()` where durations below a few milliseconds must be exact.
     ///   - metricsLabel: With a label, the cache reports through the bootstrapped swift-metrics
     ///     `MetricsSystem` with the dimension `("name", metricsLabel)`: ``MonoTask``'s metric

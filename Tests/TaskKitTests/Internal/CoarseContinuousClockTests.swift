@@ -14,9 +14,10 @@ struct CoarseContinuousClockTests {
             let before = precise.now
             let reading = coarse.now
             let after = precise.now
-            // A coarse reading is the time of the last tick: at most one tick behind (plus the
-            // boot-time offset's measurement noise, well under a millisecond), never ahead.
-            #expect(reading >= before - resolution - .milliseconds(1), "\(before) \(reading)")
+            // A coarse reading is the time of the last tick the kernel handled: never ahead,
+            // less than a tick behind, or up to two when a tick was handled late (measured here
+            // under AddressSanitizer: 1.3 ticks), plus the boot-time offset's measurement noise.
+            #expect(reading >= before - resolution * 2 - .milliseconds(1), "\(before) \(reading)")
             #expect(reading <= after + .milliseconds(1), "\(reading) \(after)")
             #expect(reading >= previous)
             previous = reading

@@ -25,7 +25,7 @@ struct PlatformTimeTests {
     }
 
     /// Over a span that crosses the one-second re-measurement of the offset, the coarse time
-    /// moves as `ContinuousClock` does, to within a tick at each end.
+    /// moves as `ContinuousClock` does, to within two ticks at each end.
     @Test func followsContinuousClockToWithinATick() async throws {
         let clock = ContinuousClock()
         let time = LinuxCoarseContinuousTime()
@@ -35,10 +35,12 @@ struct PlatformTimeTests {
             try await Task.sleep(for: .milliseconds(100))
             let precise = start.duration(to: clock.now)
             let coarse = time.now() - coarseStart
-            // A coarse read is the time of the last tick, up to a tick behind; both ends of the
-            // span are (plus the offset's measurement noise, well under a millisecond).
-            #expect(coarse <= precise + Self.tick + .milliseconds(1), "coarse \(coarse), precise \(precise)")
-            #expect(coarse >= precise - Self.tick - .milliseconds(1), "coarse \(coarse), precise \(precise)")
+            // A coarse read is the time of the last tick the kernel handled: less than a tick
+            // behind, or up to two when a tick was handled late (measured under
+            // AddressSanitizer on this 2-core VM: 1.3 ticks); both ends of the span are (plus the
+            // offset's measurement noise, well under a millisecond).
+            #expect(coarse <= precise + Self.tick * 2 + .milliseconds(1), "coarse \(coarse), precise \(precise)")
+            #expect(coarse >= precise - Self.tick * 2 - .milliseconds(1), "coarse \(coarse), precise \(precise)")
         }
     }
 
