@@ -104,7 +104,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
 
     /// Whether a request that met a closed pooled connection is sent again: only an idempotent one.
     static func mayResend(_ request: URLRequest) -> Bool {
-        HTTPRetryPolicy.idempotentMethods.contains((request.httpMethod ?? "GET").uppercased())
+        request.hasIdempotentMethod
     }
 
     /// One request and its whole body, within `deadline`.
@@ -140,7 +140,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     /// The client request for `request`: method, headers and body.
     static func clientRequest(for request: URLRequest, url: URL) throws -> HTTPClientRequest {
         var outgoing = HTTPClientRequest(url: url.absoluteString)
-        outgoing.method = HTTPMethod(rawValue: (request.httpMethod ?? "GET").uppercased())
+        outgoing.method = HTTPMethod(rawValue: request.method)
         for (name, value) in request.allHTTPHeaderFields ?? [:] {
             outgoing.headers.add(name: name, value: value)
         }

@@ -68,7 +68,7 @@ public struct URLTaskCoalescing: Sendable {
         {
             return nil
         }
-        let method = (request.httpMethod ?? "GET").uppercased()
+        let method = request.method
         let optedIn = request.value(forHTTPHeaderField: "Idempotency-Key") != nil
         guard methods.contains(method) || optedIn else { return nil }
         if let key {

@@ -88,7 +88,7 @@ public struct HTTPRetryPolicy: Sendable {
 
     /// Whether `outcome` of `request` is worth another attempt, ignoring the retry budget.
     public func isRetryable(_ request: URLRequest, outcome: Result<HTTPURLResponse, any Error>) -> Bool {
-        guard retryableMethods.contains((request.httpMethod ?? "GET").uppercased()) else { return false }
+        guard retryableMethods.contains(request.method) else { return false }
         switch outcome {
         case .success(let response):
             return retryableStatusCodes.contains(response.statusCode)

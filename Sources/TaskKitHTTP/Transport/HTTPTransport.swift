@@ -179,7 +179,7 @@ public final class URLSessionTransport: HTTPTransport {
         else { return nil }
         var next = request
         next.url = to
-        let method = (request.httpMethod ?? "GET").uppercased()
+        let method = request.method
         if (response.statusCode == 303 && method != "HEAD") || ([301, 302].contains(response.statusCode) && method == "POST") {
             next.httpMethod = "GET"
             next.httpBody = nil

@@ -31,7 +31,7 @@ extension URLSessionTransport {
     /// whose `URLSession` re-sends only idempotent requests.
     #if canImport(FoundationNetworking)
     static func goesOutOnItsOwnConnection(_ request: URLRequest) -> Bool {
-        !HTTPRetryPolicy.idempotentMethods.contains((request.httpMethod ?? "GET").uppercased())
+        !request.hasIdempotentMethod
             || request.httpBody != nil || request.httpBodyStream != nil
     }
     #else
