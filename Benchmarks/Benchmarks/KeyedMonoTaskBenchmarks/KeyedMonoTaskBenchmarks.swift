@@ -1,9 +1,14 @@
 // KeyedMonoTask against the keyed single-flight cache people write by hand: an `actor` holding
-// `[Key: Task]` (no expiry, no bound, no cancellation: the cheapest correct version). Both run
-// in the same process, same workload, interleaved per benchmark.
+// `[Key: Task]` (no expiry, no bound, no cancellation: the cheapest correct version), and against
+// the floor of any shared cache: a `Mutex<[Int: Int]>` lookup. All run in the same process, same
+// workload, interleaved per benchmark.
 //
-// - "hit, 100,000 keys, 4 tasks": 100,000 cached keys; 4 child tasks read them in parallel in a
-//   shuffled order, 1,000,000 reads per sample (`scalingFactor: .mega`), so figures are per read.
+// - "hit, 100,000 keys, N readers": 100,000 cached keys; N child tasks (1, 2, 4, 8) read them in
+//   parallel, each from its own place in one shuffled order, 1,000,000 reads per sample
+//   (`scalingFactor: .mega`), so figures are per read.
+// - "hit ratio": the share of hits (in basis points, custom metrics) of a `KeyedMonoTask` of
+//   10,000 entries and of exact LRU with the same room, on one trace each: Zipf s = 0.8 and 1.0
+//   (1M requests over 100,000 keys) and a hot set of 8,000 keys with a one-pass scan.
 // - "1,000 keys x 100 callers": 100,000 child tasks ask for 1,000 keys (100 each, interleaved);
 //   every load waits until all 99,000 other callers have joined, so each key is loaded exactly
 //   once (checked). Figures are per sample of 100,000 callers (NOTES divides by 100,000).
@@ -12,10 +17,10 @@
 //   100,000 entries (NOTES divides).
 import Benchmark
 import BenchmarkSupport
+import Synchronization
 import TaskKit
 
 let keyCount = 100_000
-let hitReaders = 4
 
 /// The shuffled read order of the hit benchmarks (a fixed seed: the same order in every run).
 let readOrder: [Int] = {
@@ -26,14 +31,35 @@ let readOrder: [Int] = {
 /// Filled once, on first use, outside the measured region.
 let hitCache = KeyedMonoTask<Int, Int>(maximumEntries: keyCount, resultExpireDuration: .seconds(3_600)) { $0 }
 let naiveHitCache = NaiveKeyedCache { $0 }
+let lockedDictionary = Mutex<[Int: Int]>(Dictionary(uniqueKeysWithValues: (0..<keyCount).map { ($0, $0) }))
+
+/// Reads `reads` keys in each of `readers` child tasks, each starting at its own place in
+/// `readOrder`; returns when all are done.
+func readInParallel(readers: Int, reads: Int, _ read: @escaping @Sendable (Int) async -> Int) async {
+    await withTaskGroup(of: Int.self) { group in
+        for reader in 0..<readers {
+            group.addTask {
+                var sum = 0
+                var position = reader * (keyCount / readers)
+                for _ in 0..<reads {
+                    sum &+= await read(readOrder[position])
+                    position += 1
+                    if position == keyCount { position = 0 }
+                }
+                return sum
+            }
+        }
+        for await sum in group { blackHole(sum) }
+    }
+}
 
 let benchmarks: @Sendable () -> Void = {
     let hitConfiguration = Benchmark.Configuration(
         metrics: [.wallClock, .mallocCountTotal],
         warmupIterations: 2,
         scalingFactor: .mega,
-        maxDuration: .seconds(5),
-        maxIterations: 30
+        maxDuration: .seconds(3),
+        maxIterations: 15
     )
     let batchConfiguration = Benchmark.Configuration(
         metrics: [.wallClock, .mallocCountTotal],
@@ -52,63 +78,55 @@ let benchmarks: @Sendable () -> Void = {
 
     // MARK: Hit path
 
-    Benchmark("KeyedMonoTask: hit, 100,000 keys, 4 tasks in parallel", configuration: hitConfiguration) { benchmark in
-        if hitCache.count < keyCount { _ = await hitCache.values(for: 0..<keyCount) }
-        precondition(hitCache.count == keyCount)
-        let reads = benchmark.scaledIterations.count / hitReaders
-        benchmark.startMeasurement()
-        await withTaskGroup(of: Int.self) { group in
-            for reader in 0..<hitReaders {
-                group.addTask {
-                    var sum = 0
-                    var position = reader * (keyCount / hitReaders)
-                    for _ in 0..<reads {
-                        sum &+= (try? await hitCache.value(for: readOrder[position])) ?? 0
-                        position += 1
-                        if position == keyCount { position = 0 }
-                    }
-                    return sum
-                }
+    for readers in [1, 2, 4, 8] {
+        Benchmark("KeyedMonoTask: hit, 100,000 keys, \(readers) readers", configuration: hitConfiguration) { benchmark in
+            if hitCache.count < keyCount { _ = await hitCache.values(for: 0..<keyCount) }
+            precondition(hitCache.count == keyCount && hitCache.counters.evictions == 0)
+            let reads = benchmark.scaledIterations.count / readers
+            benchmark.startMeasurement()
+            await readInParallel(readers: readers, reads: reads) { key in (try? await hitCache.value(for: key)) ?? 0 }
+        }
+
+        Benchmark("Baseline actor [Key: Task]: hit, 100,000 keys, \(readers) readers", configuration: hitConfiguration) {
+            benchmark in
+            if await naiveHitCache.count < keyCount {
+                for key in 0..<keyCount { _ = try? await naiveHitCache.value(for: key) }
             }
-            for await sum in group { blackHole(sum) }
+            let reads = benchmark.scaledIterations.count / readers
+            benchmark.startMeasurement()
+            await readInParallel(readers: readers, reads: reads) { key in (try? await naiveHitCache.value(for: key)) ?? 0 }
+        }
+
+        Benchmark("Floor Mutex<[Int: Int]>: lookup, 100,000 keys, \(readers) readers", configuration: hitConfiguration) {
+            benchmark in
+            let reads = benchmark.scaledIterations.count / readers
+            benchmark.startMeasurement()
+            await readInParallel(readers: readers, reads: reads) { key in lockedDictionary.withLock { $0[key] ?? 0 } }
         }
     }
 
-    Benchmark("Baseline actor [Key: Task]: hit, 100,000 keys, 4 tasks in parallel", configuration: hitConfiguration) {
-        benchmark in
-        if await naiveHitCache.count < keyCount {
-            for key in 0..<keyCount { _ = try? await naiveHitCache.value(for: key) }
-        }
-        let reads = benchmark.scaledIterations.count / hitReaders
-        benchmark.startMeasurement()
-        await withTaskGroup(of: Int.self) { group in
-            for reader in 0..<hitReaders {
-                group.addTask {
-                    var sum = 0
-                    var position = reader * (keyCount / hitReaders)
-                    for _ in 0..<reads {
-                        sum &+= (try? await naiveHitCache.value(for: readOrder[position])) ?? 0
-                        position += 1
-                        if position == keyCount { position = 0 }
-                    }
-                    return sum
-                }
-            }
-            for await sum in group { blackHole(sum) }
-        }
-    }
+    // MARK: Hit ratio
 
-    Benchmark("KeyedMonoTask: hit, 100,000 keys, 1 task", configuration: hitConfiguration) { benchmark in
-        if hitCache.count < keyCount { _ = await hitCache.values(for: 0..<keyCount) }
-        var position = 0
-        benchmark.startMeasurement()
-        var sum = 0
-        for _ in benchmark.scaledIterations {
-            sum &+= (try? await hitCache.value(for: readOrder[position])) ?? 0
-            position += 1
-            if position == keyCount { position = 0 }
+    let traces: [(name: String, trace: @Sendable () -> [Int])] = [
+        ("Zipf s=0.8", { CacheTrace.zipf(requests: 1_000_000, keys: 100_000, s: 0.8, seed: 35) }),
+        ("Zipf s=1.0", { CacheTrace.zipf(requests: 1_000_000, keys: 100_000, s: 1.0, seed: 35) }),
+        ("hot 8,000 + one-pass scan", { CacheTrace.hotSetWithScan(requests: 1_000_000, hot: 8_000, seed: 35) }),
+    ]
+    let keyedRatio = BenchmarkMetric.custom("hit ratio, KeyedMonoTask (bp)", polarity: .prefersLarger, useScalingFactor: false)
+    let lruRatio = BenchmarkMetric.custom("hit ratio, exact LRU (bp)", polarity: .prefersLarger, useScalingFactor: false)
+    for (name, makeTrace) in traces {
+        Benchmark(
+            "KeyedMonoTask: hit ratio, \(name), 10,000 entries",
+            configuration: .init(metrics: [keyedRatio, lruRatio], warmupIterations: 0, maxIterations: 1)
+        ) { benchmark in
+            let trace = makeTrace()
+            let cache = KeyedMonoTask<Int, Int>(maximumEntries: 10_000, resultExpireDuration: nil) { $0 }
+            for key in trace { _ = try? await cache.value(for: key) }
+            let counters = cache.counters
+            precondition(counters.hits + counters.misses == trace.count && counters.merges == 0)
+            benchmark.measurement(keyedRatio, counters.hits * 10_000 / trace.count)
+            benchmark.measurement(lruRatio, CacheTrace.lruHits(trace, capacity: 10_000) * 10_000 / trace.count)
         }
-        blackHole(sum)
     }
 
     // MARK: 1,000 keys x 100 callers
@@ -238,18 +256,5 @@ actor NaiveKeyedCache {
         let task = Task { try await load(key) }
         tasks[key] = task
         return try await task.value
-    }
-}
-
-/// SplitMix64: a fixed, portable shuffle.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -13,10 +13,18 @@ import CoreMetrics
 ///   is still served until the window ends, and the next such caller starts another refresh.
 /// - **Retrying.** A failed attempt is retried as the ``RetryCount`` says, waiting on the injected
 ///   clock; waiters only see the final outcome.
-/// - **Bounded.** At most `maximumEntries` entries (cached or loading) are held; the least
-///   recently used cached value is evicted first, in O(1). A key whose load is in flight is never
-///   evicted, so loads may take the count above the bound for a while; it holds again as soon as
-///   they finish.
+/// - **Bounded.** At most `maximumEntries` entries (cached or loading) are held. A key whose load
+///   is in flight is never evicted, so loads may take the count above the bound for a while; it
+///   holds again as soon as they finish. Which cached value goes is decided by SIEVE, in
+///   amortised O(1): values enter a queue in arrival order, a hit marks its value, and an
+///   eviction hand moves from the oldest values towards the newest, unmarking marked ones and
+///   evicting the first unmarked one. A value is evicted only when the hand finds it unread since
+///   the hand last passed it; while any value is unread, none read since the previous eviction
+///   goes. On skewed workloads this keeps more hits than least-recently-used eviction (Zipf
+///   traces, `Benchmarks/NOTES.md`), and a hit writes no shared list.
+/// - **Sharded.** A cache of 256 entries or more is split by key hash into up to 32 shards, each
+///   with its own lock, its own share of `maximumEntries` and its own eviction queue, so readers
+///   of different keys rarely meet on a lock. A cache with a cost bound is one shard.
 /// - **Cancellation.** A caller whose `Task` is cancelled leaves at once with
 ///   `CancellationError`; the load goes on for the other callers and its success is cached.
 ///
@@ -38,8 +46,8 @@ import CoreMetrics
 /// ``invalidate(_:)`` removes a key: a load in flight for it still delivers to its own callers,
 /// but its result is not cached, and callers arriving after the call start a new load.
 ///
-/// Threading: all state lives behind one lock; `load`, callbacks and continuation resumptions
-/// never run while it is held. Each load runs in a `Task` of its own that holds the
+/// Threading: each shard's state lives behind its lock; `load`, callbacks and continuation
+/// resumptions never run while one is held, and no call holds two. Each load runs in a `Task` of its own that holds the
 /// `KeyedMonoTask` until the load ends, and is never cancelled.
 public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     @usableFromInline typealias Continuation = MonoContinuation<Value>
@@ -47,7 +55,11 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
 
     @usableFromInline typealias Machine = KeyedMonoTaskStateMachine<Key, Value, Waiter>
 
-    @usableFromInline let state: LockedState<Machine>
+    /// The shards, a power of two of them; a key's shard is chosen by its hash
+    /// (``shard(forHashValue:)``).
+    @usableFromInline let shards: [LockedState<Machine>]
+    /// `shards.count - 1`.
+    @usableFromInline let shardMask: Int
     @usableFromInline let time: any MonoTaskTimeSource
     private let load: @Sendable (Key) async throws -> Value
     /// The cost of a loaded value, with a cost bound; `nil` without.
@@ -61,9 +73,9 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///
     /// - Parameters:
     ///   - maximumEntries: The most entries held, cached or loading; must be greater than 0. When
-    ///     a new key arrives at the bound, the least recently used cached value is evicted.
-    ///     Loads in flight are never evicted and may take the count above the bound until they
-    ///     finish.
+    ///     a new key arrives at the bound of its shard, a cached value of that shard is evicted
+    ///     (see the type's "Bounded" and "Sharded"). Loads in flight are never evicted and may
+    ///     take the count above the bound until they finish.
     ///   - resultExpireDuration: How long a success stays fresh, counted from its completion.
     ///     `.zero` (default) caches nothing: concurrent callers still share a load; `nil` keeps a
     ///     value until it is invalidated or evicted. Must not be negative.
@@ -108,11 +120,12 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///
     /// The same as ``init(maximumEntries:resultExpireDuration:staleWhileRevalidate:retry:clock:metricsLabel:tracing:load:)``
     /// plus a second bound: the sum of `cost(key, value)` over the cached values. When a load
-    /// finishes and either bound is exceeded, least recently used values are evicted until both
+    /// finishes and either bound is exceeded, values are evicted (in the type's order) until both
     /// hold again (never the value that just arrived, as for the entry bound). Values whose load
     /// is in flight (a refresh) still count with their cost and cannot be evicted meanwhile. A
     /// value whose cost alone exceeds `maximumCost` is delivered to its callers but not cached
-    /// (and the key's older value is dropped). The hit path is the same as without a cost bound.
+    /// (and the key's older value is dropped). The hit path is the same as without a cost bound;
+    /// such a cache is one shard, so that the cost bound is one sum.
     ///
     /// - Parameters:
     ///   - maximumEntries: The most entries held, cached or loading; must be greater than 0.
@@ -170,19 +183,60 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             "KeyedMonoTask: staleWhileRevalidate must be >= .zero, got \(staleWhileRevalidate)"
         )
         _ = retry.maximumRetries  // rejects a negative count with its own message
-        self.state = LockedState(
-            Machine(
-                configuration: Machine.Configuration(
-                    maximumEntries: maximumEntries, timeToLive: resultExpireDuration,
-                    staleWhileRevalidate: staleWhileRevalidate, retry: retry, maximumCost: maximumCost
+        let bounds = Self.shardBounds(maximumEntries: maximumEntries, costBounded: maximumCost != nil)
+        self.shards = bounds.map { bound in
+            LockedState(
+                Machine(
+                    configuration: Machine.Configuration(
+                        maximumEntries: bound, timeToLive: resultExpireDuration,
+                        staleWhileRevalidate: staleWhileRevalidate, retry: retry, maximumCost: maximumCost
+                    )
                 )
             )
-        )
+        }
+        self.shardMask = bounds.count - 1
         self.time = makeTimeSource(clock)
         self.load = load
         self.cost = cost
         self.metrics = metricsLabel.map { MonoTaskMetrics(label: $0, keyed: true) }
         self.tracer = tracing.tracer
+    }
+
+    // MARK: Shards
+
+    /// The entry bound of each shard: `maximumEntries` split over a power of two of shards, at
+    /// least 128 entries each and at most 32 shards (one shard below 256 entries, or with a cost
+    /// bound). The bounds add up to `maximumEntries`.
+    static func shardBounds(maximumEntries: Int, costBounded: Bool) -> [Int] {
+        var count = 1
+        if !costBounded {
+            while count < 32, maximumEntries / (count * 2) >= 128 { count *= 2 }
+        }
+        let share = maximumEntries / count
+        let extra = maximumEntries % count
+        return (0..<count).map { share + ($0 < extra ? 1 : 0) }
+    }
+
+    /// The shard of a key whose `hashValue` is `hashValue`: the top bits of a Fibonacci hash,
+    /// which depend on every bit of the hash, so that the keys of a shard do not share the low
+    /// bits its own table indexes with.
+    @inlinable
+    func shard(forHashValue hashValue: Int) -> LockedState<Machine> {
+        shards[Self.shardIndex(hashValue: hashValue, mask: shardMask)]
+    }
+
+    /// The index of the shard of a key whose `hashValue` is `hashValue`, with `mask` the shard
+    /// count less one.
+    @inlinable
+    static func shardIndex(hashValue: Int, mask: Int) -> Int {
+        let mixed = UInt64(truncatingIfNeeded: hashValue) &* 0x9E37_79B9_7F4A_7C15
+        return Int(truncatingIfNeeded: mixed >> 59) & mask
+    }
+
+    /// The shard of `key`.
+    @inlinable
+    func shard(for key: Key) -> LockedState<Machine> {
+        shard(forHashValue: key.hashValue)
     }
 
     // MARK: Values
@@ -231,10 +285,12 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     @inlinable
     func lookUp(_ key: Key, forceUpdate: Bool) -> Lookup {
         let now = time.now()
-        switch state.withLock({ $0.fastPath(key: key, forceUpdate: forceUpdate, now: now) }) {
+        let hashValue = key.hashValue
+        let state = shard(forHashValue: hashValue)
+        switch state.withLock({ $0.fastPath(key: key, hashValue: hashValue, forceUpdate: forceUpdate, now: now) }) {
         case .hit(let value, let refresh):
             metrics?.recordHit()
-            if let refresh { startLoad(refresh) }
+            if let refresh { startLoad(refresh, in: state) }
             return .hit(value)
         case .miss(let id):
             return .miss(id)
@@ -254,6 +310,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         for key: Key, forceUpdate: Bool = false, then: @escaping @Sendable (Result<Value, any Error>) -> Void
     ) {
         let now = time.now()
+        let state = shard(for: key)
         let action = state.withLock { machine in
             let id = machine.makeWaiterID()
             return machine.request(key: key, waiter: .callback(then), id: id, forceUpdate: forceUpdate, now: now)
@@ -261,10 +318,10 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         if let metrics { metrics.record(action) }
         switch action {
         case .deliverCached(let value, let refresh):
-            if let refresh { startLoad(refresh) }
+            if let refresh { startLoad(refresh, in: state) }
             then(.success(value))
         case .enqueued(let startLoad, _):
-            if let startLoad { self.startLoad(startLoad) }
+            if let startLoad { self.startLoad(startLoad, in: state) }
         case .callerCancelled:
             preconditionFailure("a callback caller is never reported as cancelled")
         }
@@ -286,23 +343,22 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             unique.append(key)
         }
         let now = time.now()
-        let (hits, misses, refreshes) = state.withLock { machine in
-            var hits: [(Key, Value)] = []
-            var misses: [(Key, Machine.WaiterID)] = []
-            var refreshes: [Machine.StartLoad] = []
-            for key in unique {
-                switch machine.fastPath(key: key, forceUpdate: false, now: now) {
-                case .hit(let value, let refresh):
-                    hits.append((key, value))
-                    if let refresh { refreshes.append(refresh) }
-                case .miss(let id):
-                    misses.append((key, id))
-                }
+        var hits: [(Key, Value)] = []
+        var misses: [(Key, Machine.WaiterID)] = []
+        var refreshes: [(Machine.StartLoad, LockedState<Machine>)] = []
+        for key in unique {
+            let hashValue = key.hashValue
+            let state = shard(forHashValue: hashValue)
+            switch state.withLock({ $0.fastPath(key: key, hashValue: hashValue, forceUpdate: false, now: now) }) {
+            case .hit(let value, let refresh):
+                hits.append((key, value))
+                if let refresh { refreshes.append((refresh, state)) }
+            case .miss(let id):
+                misses.append((key, id))
             }
-            return (hits, misses, refreshes)
         }
         if let metrics, !hits.isEmpty { metrics.hits.increment(by: hits.count) }
-        for refresh in refreshes { startLoad(refresh) }
+        for (refresh, state) in refreshes { startLoad(refresh, in: state) }
         for (key, value) in hits { results[key] = .success(value) }
         guard !misses.isEmpty else { return results }
         return await withTaskGroup(of: (Key, Result<Value, any Error>).self) { group in
@@ -319,7 +375,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// and changes nothing (no recency update, no refresh, no counters).
     public func cachedValue(for key: Key) -> Value? {
         let now = time.now()
-        return state.withLock { $0.cachedValue(for: key, now: now) }
+        return shard(for: key).withLock { $0.cachedValue(for: key, now: now) }
     }
 
     // MARK: Cache control
@@ -329,35 +385,42 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// a new load (so for a while two loads of the key may run). Callers that asked with
     /// `forceUpdate` for a load after the one in flight get that new load at once.
     public func invalidate(_ key: Key) {
+        let state = shard(for: key)
         let (startLoad, released) = state.withLock { $0.invalidate(key) }
         withExtendedLifetime(released) {}
         if let metrics { metrics.recordEvictions(released.evictions) }
-        if let startLoad { self.startLoad(startLoad) }
+        if let startLoad { self.startLoad(startLoad, in: state) }
     }
 
-    /// Removes every entry; loads in flight behave as for ``invalidate(_:)``.
+    /// Removes every entry; loads in flight behave as for ``invalidate(_:)``. Shard by shard: a
+    /// key added to a shard after this call emptied it stays.
     public func invalidateAll() {
-        let (startLoads, released) = state.withLock { $0.invalidateAll() }
-        withExtendedLifetime(released) {}
-        if let metrics { metrics.recordEvictions(released.evictions) }
-        for startLoad in startLoads { self.startLoad(startLoad) }
+        for state in shards {
+            let (startLoads, released) = state.withLock { $0.invalidateAll() }
+            withExtendedLifetime(released) {}
+            if let metrics { metrics.recordEvictions(released.evictions) }
+            for startLoad in startLoads { self.startLoad(startLoad, in: state) }
+        }
     }
 
     // MARK: State
 
-    /// The number of entries held, loading or cached.
+    /// The number of entries held, loading or cached (the shards' counts, added one after the
+    /// other).
     public var count: Int {
-        state.withLock { $0.count }
+        shards.reduce(0) { sum, state in sum + state.withLock { $0.count } }
     }
 
-    /// A consistent snapshot of the counters.
+    /// The counters: each shard's read under its lock, added up. Every counter only grows, so
+    /// with calls in progress each is somewhere between its values at the start and the end of
+    /// the read; with none, the snapshot is exact.
     public var counters: KeyedMonoTaskCounters {
-        state.withLock { $0.counters }
+        shards.reduce(into: KeyedMonoTaskCounters()) { sum, state in sum.add(state.withLock { $0.counters }) }
     }
 
-    /// Runs `body` on the state machine under the lock (tests).
-    func inspect<R>(_ body: (Machine) -> R) -> R {
-        state.withLock { body($0) }
+    /// Runs `body` on each shard's state machine under its lock, in shard order (tests).
+    func inspect<R>(_ body: (Machine) -> R) -> [R] {
+        shards.map { state in state.withLock { body($0) } }
     }
 
     // MARK: Waiting
@@ -371,6 +434,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                 // right below, or stored in the state machine, whose rules hand every stored
                 // waiter back exactly once (delivery by its load, or cancelWaiter).
                 let now = time.now()
+                let state = shard(for: key)
                 let action = state.withLock { machine in
                     machine.request(
                         key: key, waiter: .async(continuation), id: id, forceUpdate: forceUpdate, now: now,
@@ -381,9 +445,9 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                 switch action {
                 case .deliverCached(let value, let refresh):
                     continuation.resume(returning: .success(value))
-                    if let refresh { startLoad(refresh) }
+                    if let refresh { startLoad(refresh, in: state) }
                 case .enqueued(let startLoad, _):
-                    if let startLoad { self.startLoad(startLoad) }
+                    if let startLoad { self.startLoad(startLoad, in: state) }
                 case .callerCancelled:
                     continuation.resume(returning: .failure(CancellationError()))
                 }
@@ -391,7 +455,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         } onCancel: {
             // Runs after the task's cancelled flag is set. If the waiter is not stored yet, the
             // registration above reads that flag under the same lock and fails the caller itself.
-            let waiter = state.withLock { $0.cancelWaiter(key: key, id: id) }
+            let waiter = shard(for: key).withLock { $0.cancelWaiter(key: key, id: id) }
             if case .async(let continuation)? = waiter {
                 continuation.resume(returning: .failure(CancellationError()))
             }
@@ -400,28 +464,32 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
 
     // MARK: Loading
 
-    /// Starts the `Task` of a load. It holds `self` strongly until the load ends.
+    /// Starts the `Task` of a load that `state` (the key's shard) returned. It holds `self`
+    /// strongly until the load ends.
     ///
     /// - Parameter byCaller: Whether a call of the user's started the load (its span is then the
     ///   parent of the load's); `false` for the follow-up loads a load starts.
     @usableFromInline
-    func startLoad(_ start: Machine.StartLoad, byCaller: Bool = true) {
+    func startLoad(_ start: Machine.StartLoad, in state: LockedState<Machine>, byCaller: Bool = true) {
         let key = start.key
         let generation = start.generation
         guard let tracer else {
-            Task.detached { await self.run(key: key, generation: generation, span: UntracedRun()) }
+            Task.detached { await self.run(key: key, generation: generation, in: state, span: UntracedRun()) }
             return
         }
         let parent = byCaller ? tracer.currentContext() : nil
         Task.detached {
             await tracer.withInternalSpan("KeyedMonoTask.load", parent: parent) { span in
-                await self.run(key: key, generation: generation, span: TracedRun(span: span))
+                await self.run(key: key, generation: generation, in: state, span: TracedRun(span: span))
             }
         }
     }
 
-    /// Runs the attempts of a load, reporting retries and the outcome to `span`.
-    private func run(key: Key, generation: Machine.Generation, span: some RunSpan) async {
+    /// Runs the attempts of a load of the shard `state`, reporting retries and the outcome to
+    /// `span`.
+    private func run(
+        key: Key, generation: Machine.Generation, in state: LockedState<Machine>, span: some RunSpan
+    ) async {
         let started = metrics == nil ? Duration.zero : time.now()
         while true {
             let result: Result<Value, any Error>
@@ -455,7 +523,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                 }
                 span.finished(result, callers: waiters.count)
                 deliver(result, to: waiters)
-                if let next { startLoad(next, byCaller: false) }
+                if let next { startLoad(next, in: state, byCaller: false) }
                 return
             }
         }

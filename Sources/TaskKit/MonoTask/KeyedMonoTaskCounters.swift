@@ -1,7 +1,7 @@
 /// A read-only snapshot of what a ``KeyedMonoTask`` has done since it was created.
 ///
-/// Taken atomically with respect to the task's state by ``KeyedMonoTask/counters``: every field
-/// describes the same instant. The counters only grow.
+/// ``KeyedMonoTask/counters`` reads each shard's counters under its lock and adds them up; with no
+/// call in progress every field describes the same instant. The counters only grow.
 public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible {
     /// Calls answered from the cache without waiting: fresh values and stale ones served within
     /// the stale-while-revalidate window (``staleHits`` counts those again).
@@ -32,6 +32,20 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
 
     @usableFromInline
     mutating func recordMerge() { merges += 1 }
+
+    /// Adds `other`'s counts to these (one shard's to the sum).
+    mutating func add(_ other: Self) {
+        hits += other.hits
+        staleHits += other.staleHits
+        misses += other.misses
+        merges += other.merges
+        loads += other.loads
+        retries += other.retries
+        failures += other.failures
+        evictions += other.evictions
+        invalidations += other.invalidations
+        callerCancellations += other.callerCancellations
+    }
 
     /// Creates an all-zero snapshot.
     public init() {}

@@ -1,30 +1,34 @@
-/// The entries of a ``KeyedMonoTask``: an open-addressing hash table whose buckets hold the
-/// nodes themselves, and an intrusive doubly linked least-recently-used list threaded through
+/// The entries of one shard of a ``KeyedMonoTask``: an open-addressing hash table whose buckets
+/// hold the nodes themselves, and an intrusive doubly linked eviction queue threaded through
 /// dense *slots* by index.
 ///
-/// A hit is one hash, one bucket (key, value, `storedAt`, load generation and slot side by side)
-/// and the list links of its slot: one dependent cache miss before the value, where a
-/// `[Key: Int32]` dictionary in front of a node array takes two (figures in `Benchmarks/NOTES.md`).
+/// Eviction is SIEVE (Zhang et al., "SIEVE is Simpler than LRU", NSDI 2024): the queue keeps the
+/// entries in the order they entered it, newest at the head; a hit only sets its node's `read`
+/// mark (and only when it is not set already); an eviction moves a *hand* from the tail (oldest)
+/// towards the head, clearing each mark it passes, and evicts the first unmarked node, where the
+/// hand then stays. So a hit writes no list link and, on a key read before, nothing at all.
+/// The promise: **a node is evicted only when the hand finds it unread since the hand last passed
+/// it (or since it entered the queue)**; in particular, while some node in the queue is unread,
+/// no node read since the previous eviction is evicted.
 ///
 /// - `buckets` is the hash table: linear probing, at most 4/5 full, backward-shift deletion (no
 ///   tombstones). Nodes move between buckets when a neighbour is removed or the table grows;
 ///   each node records its bucket in `bucketOf[slot]`.
 /// - Slots are dense (`0..<count`): `bucketOf`, `links` (and `costs`) are parallel arrays over
 ///   them. Removing a node moves the last slot into its slot and repoints that slot's bucket,
-///   neighbours and node. The links live in an array of their own: a hit that moves its node to
-///   the head writes its neighbours' links, and 8-byte links keep those writes in a small, dense
-///   array.
-/// - A node is in the LRU list exactly when no load is in flight for it (`load == 0`). Only
-///   nodes in the list can be evicted, so a key whose load is in flight is never evicted from
-///   under its waiters; ``beginLoad(_:generation:)`` and ``endLoad(_:)`` move a node out of and
-///   back into the list.
+///   neighbours, node and the hand.
+/// - A node is in the queue exactly when no load is in flight for it (`load == 0`). Only nodes
+///   in the queue can be evicted, so a key whose load is in flight is never evicted from under
+///   its waiters; ``beginLoad(_:generation:)`` and ``endLoad(_:)`` move a node out of the queue
+///   and back in at its head.
 ///
 /// A pure value type, owned by ``KeyedMonoTaskStateMachine``. Every operation is O(1) (expected,
-/// for the hash table; its growth amortised). Keys are hashed once, on insertion and lookup:
-/// removal and growth use the hash stored in the node.
+/// for the hash table; its growth amortised; an eviction's walk amortised over the marks the
+/// hits set). Keys are hashed once, on insertion and lookup: removal and growth use the hash
+/// stored in the node.
 @usableFromInline
 struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
-    /// No slot: the end of the list, or "not linked".
+    /// No slot: the end of the queue, or "not linked".
     @usableFromInline static var none: Int32 { -1 }
 
     @usableFromInline
@@ -36,6 +40,9 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         @usableFromInline var hash: UInt32
         /// The node's slot: its index in `bucketOf`, `links` and `costs`.
         @usableFromInline var slot: Int32
+        /// Read since the eviction hand last passed the node (or since it entered the queue).
+        /// Beside `slot`, in what was padding: a node is as large as without it.
+        @usableFromInline var read: Bool
         /// When `value` was stored, as an offset from the owner's clock origin.
         @usableFromInline var storedAt: Duration
         /// The generation of the load in flight for this key, `0` for none.
@@ -47,17 +54,18 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
             self.value = value
             self.hash = hash
             self.slot = slot
+            self.read = false
             self.storedAt = storedAt
             self.load = load
         }
     }
 
-    /// The list links of a slot.
+    /// The queue links of a slot.
     @usableFromInline
     struct Link {
-        /// Towards the most recently used node (`none` for the head).
+        /// Towards the newer nodes (`none` for the head).
         @usableFromInline var previous: Int32
-        /// Towards the least recently used node (`none` for the tail).
+        /// Towards the older nodes (`none` for the tail).
         @usableFromInline var next: Int32
 
         @usableFromInline
@@ -88,10 +96,13 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     /// The sum of `costs`.
     private(set) var totalCost = 0
     let tracksCost: Bool
-    /// The most recently used slot in the list.
+    /// The newest slot in the queue.
     @usableFromInline var head: Int32 = none
-    /// The least recently used slot in the list: the next to be evicted.
+    /// The oldest slot in the queue.
     @usableFromInline var tail: Int32 = none
+    /// Where the next eviction's walk starts (`none`: at the tail). It moves from the tail
+    /// towards the head and wraps around.
+    @usableFromInline var hand: Int32 = none
 
     @usableFromInline
     init(tracksCost: Bool = false) {
@@ -126,8 +137,14 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     /// The bucket holding `key`, if present.
     @inlinable
     func findBucket(_ key: Key) -> Int? {
+        findBucket(key, hashValue: key.hashValue)
+    }
+
+    /// The bucket holding `key`, whose `hashValue` the caller computed, if present.
+    @inlinable
+    func findBucket(_ key: Key, hashValue: Int) -> Int? {
         guard !buckets.isEmpty else { return nil }
-        let hash = UInt32(truncatingIfNeeded: key.hashValue)
+        let hash = UInt32(truncatingIfNeeded: hashValue)
         let mask = buckets.count &- 1
         var b = Int(hash) & mask
         while true {
@@ -149,22 +166,20 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         Int(bucketOf[Int(slot)])
     }
 
-    /// Moves a node that is in the list to its head (most recently used).
+    /// Marks the node of `slot` read.
     @inlinable
-    mutating func touch(_ slot: Int32) {
-        touch(bucket: bucket(of: slot))
+    mutating func markRead(_ slot: Int32) {
+        markRead(bucket: bucket(of: slot))
     }
 
-    /// Moves the node in bucket `b` to the head of the list, if it is in the list.
+    /// Marks the node in bucket `b` read. Writes only when the mark is not set: a key read
+    /// before leaves its node's cache line clean.
     @inlinable
-    mutating func touch(bucket b: Int) {
-        let slot = buckets[b]!.slot
-        guard slot != head, buckets[b]!.load == 0 else { return }
-        unlink(slot)
-        linkAtHead(slot)
+    mutating func markRead(bucket b: Int) {
+        if !buckets[b]!.read { buckets[b]!.read = true }
     }
 
-    /// Adds `key` with a load in flight (not in the list). Returns its slot.
+    /// Adds `key` with a load in flight (not in the queue). Returns its slot.
     @usableFromInline
     mutating func insertLoading(_ key: Key, generation: UInt64) -> Int32 {
         precondition(count < Int(Int32.max) / 2, "KeyedMonoTask: more than \(Int32.max / 2) entries")
@@ -179,7 +194,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         return slot
     }
 
-    /// A load starts for a node that has none: it leaves the list.
+    /// A load starts for a node that has none: it leaves the queue (keeping its mark).
     @usableFromInline
     mutating func beginLoad(_ slot: Int32, generation: UInt64) {
         let b = bucket(of: slot)
@@ -188,14 +203,15 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         buckets[b]!.load = generation
     }
 
-    /// The load of a node ended and the node stays: it enters the list as most recently used.
+    /// The load of a node ended and the node stays: it enters the queue at the head, keeping its
+    /// mark (a refresh is started by reads).
     @usableFromInline
     mutating func endLoad(_ slot: Int32) {
         buckets[bucket(of: slot)]!.load = 0
         linkAtHead(slot)
     }
 
-    /// Removes the node of `slot` (from the list too, if it is in it).
+    /// Removes the node of `slot` (from the queue too, if it is in it).
     @usableFromInline
     mutating func remove(_ slot: Int32) -> Removed {
         let i = Int(slot)
@@ -215,6 +231,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
             // The node that was in the last slot is now in `slot`: repoint whatever referred to it.
             let moved = Int(bucketOf[i])
             buckets[moved]!.slot = slot
+            if hand == Int32(last) { hand = slot }
             if buckets[moved]!.load == 0 {
                 let previous = links[i].previous
                 let next = links[i].next
@@ -234,12 +251,26 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         costs[Int(slot)] = cost
     }
 
-    /// Removes the least recently used node in the list unless it is also the most recently used
-    /// one while `keepingHead` is set. `nil` when nothing may be evicted.
+    /// Evicts a node (SIEVE, see the type): walks the hand from where it stopped towards the
+    /// head, wrapping to the tail, clearing the marks it passes, and removes the first unmarked
+    /// node; the hand stays at that node's newer neighbour. With `keepingHead`, the head (the
+    /// value that just arrived) is passed over, neither cleared nor evicted. `nil` when nothing
+    /// may be evicted.
     @usableFromInline
-    mutating func evictLeastRecentlyUsed(keepingHead: Bool) -> Removed? {
+    mutating func evict(keepingHead: Bool) -> Removed? {
         guard tail != Self.none, !(keepingHead && tail == head) else { return nil }
-        return remove(tail)
+        var slot = hand == Self.none ? tail : hand
+        while true {
+            if !(keepingHead && slot == head) {
+                let b = bucket(of: slot)
+                if !buckets[b]!.read { break }
+                buckets[b]!.read = false
+            }
+            slot = links[Int(slot)].previous
+            if slot == Self.none { slot = tail }
+        }
+        hand = links[Int(slot)].previous
+        return remove(slot)
     }
 
     /// Empties the table and returns its nodes.
@@ -252,6 +283,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
             totalCost = 0
             head = Self.none
             tail = Self.none
+            hand = Self.none
         }
         return nodes
     }
@@ -301,11 +333,12 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         }
     }
 
-    // MARK: List
+    // MARK: Queue
 
     @inlinable
     mutating func unlink(_ slot: Int32) {
         let link = links[Int(slot)]
+        if hand == slot { hand = link.previous }
         if link.previous == Self.none { head = link.next } else { links[Int(link.previous)].next = link.next }
         if link.next == Self.none { tail = link.previous } else { links[Int(link.next)].previous = link.previous }
         links[Int(slot)] = Link(previous: Self.none, next: Self.none)
@@ -318,8 +351,8 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         head = slot
     }
 
-    /// The slots of the list from most to least recently used (tests).
-    var recencyOrder: [Int32] {
+    /// The slots of the queue from newest to oldest (tests).
+    var queueOrder: [Int32] {
         var order: [Int32] = []
         var slot = head
         while slot != Self.none {

@@ -182,9 +182,12 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     // MARK: Callers
 
     /// The lock-held fast path of an async caller: a cache hit, or a waiter identifier to register.
+    /// `hashValue` is `key.hashValue`, which the owner computed to choose the shard.
     @inlinable
-    mutating func fastPath(key: Key, forceUpdate: Bool, now: Duration) -> FastPathAction {
-        if !forceUpdate, let bucket = table.findBucket(key), let hit = cacheHit(bucket: bucket, now: now) {
+    mutating func fastPath(key: Key, hashValue: Int, forceUpdate: Bool, now: Duration) -> FastPathAction {
+        if !forceUpdate, let bucket = table.findBucket(key, hashValue: hashValue),
+            let hit = cacheHit(bucket: bucket, now: now)
+        {
             return .hit(hit.value, refresh: hit.refresh)
         }
         lastWaiterID &+= 1
@@ -234,8 +237,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @usableFromInline
     mutating func loadNewEntry(key: Key, waiter: WaiterEntry) -> RequestAction {
         var released = Released()
-        while table.count >= configuration.maximumEntries,
-            let evicted = table.evictLeastRecentlyUsed(keepingHead: false)
+        while table.count >= configuration.maximumEntries, let evicted = table.evict(keepingHead: false)
         {
             released.removed.append(evicted)
             counters.evictions += 1
@@ -332,9 +334,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
                 next = StartLoad(key: load.key, generation: generation)
             } else if node.value != nil, freshness(storedAt: node.storedAt, now: now) != .unusable {
                 table.endLoad(slot)
-                // Restore the bounds, least recently used first, never evicting this result.
-                while isOverBound(), let evicted = table.evictLeastRecentlyUsed(keepingHead: true)
-                {
+                // Restore the bounds, never evicting this result.
+                while isOverBound(), let evicted = table.evict(keepingHead: true) {
                     released.removed.append(evicted)
                     counters.evictions += 1
                     released.evictions += 1
@@ -387,8 +388,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         loads[running]!.followUp = nil
         // The forced callers asked for a load that begins after their call: a new entry, now.
         let key = loads[running]!.key
-        while table.count >= configuration.maximumEntries,
-            let evicted = table.evictLeastRecentlyUsed(keepingHead: false)
+        while table.count >= configuration.maximumEntries, let evicted = table.evict(keepingHead: false)
         {
             released.removed.append(evicted)
             counters.evictions += 1
@@ -401,7 +401,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
 
     // MARK: Helpers
 
-    /// A usable value in the node in `bucket`: fresh (and now most recently used) or stale
+    /// A usable value in the node in `bucket`: fresh (and now marked read) or stale
     /// (starting a refresh if none is in flight). `nil` when the entry has no usable value.
     @inlinable
     mutating func cacheHit(bucket: Int, now: Duration) -> (value: Value, refresh: StartLoad?)? {
@@ -409,7 +409,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         switch freshness(storedAt: table.buckets[bucket]!.storedAt, now: now) {
         case .fresh:
             counters.recordHit()
-            table.touch(bucket: bucket)
+            table.markRead(bucket: bucket)
             return (value, nil)
         case .stale:
             return (value, staleHit(table.buckets[bucket]!.slot))

@@ -44,7 +44,7 @@ extension Scenario {
         record.expect("callers served their own user's profile", correct, equals: 1_000)
         record.expect("upstream requests for 20 users x 50 callers", requests, equals: 20)
 
-        // 2. The bound: 16 entries at most once the loads are over, least recently used evicted.
+        // 2. The bound: 16 entries at most once the loads are over, unread values evicted first.
         record.expect("entries held (maximumEntries 16)", profiles.count, atMost: 16)
         record.expect("evictions", profiles.counters.evictions, atLeast: 4)
 

@@ -98,8 +98,8 @@ private struct MetricsTestError: Error {}
         #expect(try await second == 0)
         #expect(try await cache.value(for: 0) == 0)  // hit
         #expect(try await cache.value(for: 1) == 10)
-        #expect(try await cache.value(for: 2) == 20)  // evicts key 0, the least recently used
-        let many = await cache.values(for: [1, 2])  // two hits
+        #expect(try await cache.value(for: 2) == 20)  // evicts key 1, unread (key 0 was read)
+        let many = await cache.values(for: [0, 2])  // two hits
         #expect(many.count == 2)
         await #expect(throws: MetricsTestError.self) { try await cache.value(for: -1) }
 

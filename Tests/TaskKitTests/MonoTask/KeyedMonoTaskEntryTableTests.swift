@@ -22,7 +22,7 @@ import TaskKitTestSupport
         }
         for key in absent { #expect(table.find(key) == nil) }
         for slot in 0..<Int32(table.count) { #expect(table[slot].slot == slot) }
-        #expect(table.recencyOrder.count == table.count)
+        #expect(table.queueOrder.count == table.count)
     }
 
     static func run<Key: Hashable>(keys: Int, steps: Int, makeKey: (Int) -> Key) {
@@ -35,7 +35,7 @@ import TaskKitTestSupport
             if let slot = table.find(key) {
                 #expect(model[key] != nil)
                 if generator.next() % 3 == 0 {
-                    table.touch(slot)
+                    table.markRead(slot)
                 } else {
                     #expect(table.remove(slot).node.key == key)
                     model[key] = nil
@@ -50,7 +50,7 @@ import TaskKitTestSupport
             if step % 1_000 == 0 { check(table, model: model, absent: (0..<8).map { makeKey(keys + $0) }) }
         }
         check(table, model: model, absent: (0..<8).map { makeKey(keys + $0) })
-        while let evicted = table.evictLeastRecentlyUsed(keepingHead: false) { model[evicted.node.key] = nil }
+        while let evicted = table.evict(keepingHead: false) { model[evicted.node.key] = nil }
         #expect(model.isEmpty && table.count == 0)
     }
 

@@ -10,16 +10,53 @@ import TaskKitTestSupport
 
     // MARK: Table
 
-    /// Checks the table's invariants: dense nodes, index consistent, the list exactly the nodes
-    /// without a load, in the model's recency order.
-    static func check(_ table: Table, recency: [Int], loading: Set<Int>, sourceLocation: SourceLocation = #_sourceLocation) {
-        #expect(table.count == recency.count + loading.count, sourceLocation: sourceLocation)
+    /// SIEVE as the documentation states it, on keys: the queue newest first, the read marks, and
+    /// the key the hand rests on (`nil`: the tail).
+    struct SieveModel {
+        var queue: [Int] = []
+        var read: Set<Int> = []
+        var hand: Int?
+
+        mutating func enter(_ key: Int) { queue.insert(key, at: 0) }
+
+        mutating func leave(_ key: Int) {
+            let index = queue.firstIndex(of: key)!
+            if hand == key { hand = index > 0 ? queue[index - 1] : nil }
+            queue.remove(at: index)
+        }
+
+        mutating func evict(keepingHead: Bool) -> Int? {
+            guard !queue.isEmpty, !(keepingHead && queue.count == 1) else { return nil }
+            var index = hand.map { queue.firstIndex(of: $0)! } ?? queue.count - 1
+            while true {
+                if !(keepingHead && index == 0) {
+                    if !read.contains(queue[index]) { break }
+                    read.remove(queue[index])
+                }
+                index = index == 0 ? queue.count - 1 : index - 1
+            }
+            let key = queue[index]
+            hand = key  // leaving, the hand moves to the evicted key's newer neighbour
+            leave(key)
+            return key
+        }
+    }
+
+    /// Checks the table's invariants: dense nodes, index consistent, the queue exactly the nodes
+    /// without a load, in the model's order, with the model's marks and hand.
+    static func check(_ table: Table, model: SieveModel, loading: Set<Int>, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(table.count == model.queue.count + loading.count, sourceLocation: sourceLocation)
         #expect(table.index.count == table.count, sourceLocation: sourceLocation)
         #expect(table.links.count == table.count, sourceLocation: sourceLocation)
         for (key, slot) in table.index {
             #expect(table.nodes[Int(slot)].key == key, sourceLocation: sourceLocation)
+            #expect(table.nodes[Int(slot)].read == model.read.contains(key), sourceLocation: sourceLocation)
         }
-        #expect(table.recencyOrder.map { table.nodes[Int($0)].key } == recency, sourceLocation: sourceLocation)
+        #expect(table.queueOrder.map { table.nodes[Int($0)].key } == model.queue, sourceLocation: sourceLocation)
+        #expect(
+            (table.hand == Table.none ? nil : table.nodes[Int(table.hand)].key) == model.hand,
+            sourceLocation: sourceLocation
+        )
         // Backward links mirror the forward ones.
         var backward: [Int] = []
         var slot = table.tail
@@ -27,64 +64,79 @@ import TaskKitTestSupport
             backward.append(table.nodes[Int(slot)].key)
             slot = table.links[Int(slot)].previous
         }
-        #expect(backward == recency.reversed(), sourceLocation: sourceLocation)
+        #expect(backward == model.queue.reversed(), sourceLocation: sourceLocation)
         for key in loading {
             #expect(table.find(key).map { table.nodes[Int($0)].load != 0 } == true, sourceLocation: sourceLocation)
         }
     }
 
-    @Test func theTableMatchesAModelUnderRandomOperations() {
+    @Test func theTableMatchesASieveModelUnderRandomOperations() {
         var generator = SeededRandomNumberGenerator(seed: 21)
         var table = Table()
-        var recency: [Int] = []  // most recent first
+        var model = SieveModel()
         var loading: Set<Int> = []
-        for step in 0..<20_000 {
+        /// Keys read since the previous eviction: the documented promise is that none of them is
+        /// evicted while the queue holds an unread key (other than a head being kept).
+        var readSinceEviction: Set<Int> = []
+        var evictions = 0
+        var wrappedEvictions = 0
+        for step in 0..<40_000 {
             let key = Int(generator.next() % 64)
-            switch generator.next() % 6 {
-            case 0:  // a miss: insert as loading
+            switch generator.next() % 8 {
+            case 0, 1:  // a miss: insert as loading
                 if table.find(key) == nil {
                     _ = table.insertLoading(key, generation: UInt64(step + 1))
                     loading.insert(key)
+                    model.read.remove(key)
                 }
-            case 1:  // a load ends: into the list at the head
+            case 2:  // a load ends: into the queue at the head
                 if loading.contains(key) {
                     table.endLoad(table.find(key)!)
                     loading.remove(key)
-                    recency.insert(key, at: 0)
+                    model.enter(key)
                 }
-            case 2:  // a hit
+            case 3, 4:  // a hit
                 if let slot = table.find(key) {
-                    table.touch(slot)
-                    if let index = recency.firstIndex(of: key) {
-                        recency.remove(at: index)
-                        recency.insert(key, at: 0)
-                    }
+                    table.markRead(slot)
+                    model.read.insert(key)
+                    readSinceEviction.insert(key)
                 }
-            case 3:  // a refresh starts
+            case 5:  // a refresh starts
                 if let slot = table.find(key), !loading.contains(key) {
                     table.beginLoad(slot, generation: UInt64(step + 1))
-                    recency.removeAll { $0 == key }
+                    model.leave(key)
                     loading.insert(key)
                 }
-            case 4:  // invalidate
+            case 6:  // invalidate
                 if let slot = table.find(key) {
                     let removed = table.remove(slot)
                     #expect(removed.node.key == key && removed.indexKey == key)
-                    recency.removeAll { $0 == key }
+                    if !loading.contains(key) { model.leave(key) }
+                    model.read.remove(key)
                     loading.remove(key)
                 }
             default:  // evict
-                let evicted = table.evictLeastRecentlyUsed(keepingHead: step % 2 == 0)
-                if recency.isEmpty || (step % 2 == 0 && recency.count == 1) {
-                    #expect(evicted == nil)
-                } else {
-                    #expect(evicted?.node.key == recency.last)
-                    recency.removeLast()
+                let keepingHead = step % 2 == 0
+                let candidates = keepingHead ? model.queue.dropFirst() : model.queue[...]
+                let someUnread = candidates.contains { !model.read.contains($0) }
+                let expected = model.evict(keepingHead: keepingHead)
+                let evicted = table.evict(keepingHead: keepingHead)
+                #expect(evicted?.node.key == expected)
+                if let expected {
+                    evictions += 1
+                    if someUnread {
+                        #expect(!readSinceEviction.contains(expected), "a key read since the last eviction went")
+                    } else {
+                        wrappedEvictions += 1
+                    }
+                    model.read.remove(expected)
+                    readSinceEviction = []
                 }
             }
-            if step % 97 == 0 { Self.check(table, recency: recency, loading: loading) }
+            if step % 97 == 0 { Self.check(table, model: model, loading: loading) }
         }
-        Self.check(table, recency: recency, loading: loading)
+        Self.check(table, model: model, loading: loading)
+        #expect(evictions > 1_000 && wrappedEvictions > 10, "both kinds of eviction exercised")
     }
 
     // MARK: Machine
@@ -97,7 +149,7 @@ import TaskKitTestSupport
     static func ask(
         _ machine: inout Machine, _ key: Int, _ waiter: String, force: Bool = false, at now: Duration = .zero
     ) -> Machine.RequestAction {
-        switch machine.fastPath(key: key, forceUpdate: force, now: now) {
+        switch machine.fastPath(key: key, hashValue: key.hashValue, forceUpdate: force, now: now) {
         case .hit(let value, let refresh): return .deliverCached(value, refresh: refresh)
         case .miss(let id): return machine.request(key: key, waiter: waiter, id: id, forceUpdate: force, now: now)
         }
@@ -167,7 +219,7 @@ import TaskKitTestSupport
         _ = machine.attemptFinished(generation: c.generation, result: .success("3"), now: .zero)
         #expect(machine.count == 2)
         #expect(machine.counters.evictions == 0)
-        // A new key at the bound evicts the least recently used value (1).
+        // A new key at the bound evicts the oldest unread value (1).
         _ = Self.ask(&machine, 4, "d")
         #expect(machine.count == 2)
         #expect(machine.cachedValue(for: 1, now: .zero) == nil)

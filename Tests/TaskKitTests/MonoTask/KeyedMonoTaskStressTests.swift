@@ -18,8 +18,10 @@ struct KeyedMonoTaskStressTests {
         var retry: RetryCount
         var invalidates: Bool
         var maximumCost: Int?
+        /// How many distinct keys the callers ask for.
+        var keys = 32
         var testDescription: String {
-            "max \(maximumEntries), ttl \(ttl), stale \(stale), retry \(retry), invalidates \(invalidates), "
+            "max \(maximumEntries), keys \(keys), ttl \(ttl), stale \(stale), retry \(retry), invalidates \(invalidates), "
                 + "maximumCost \(maximumCost.map(String.init) ?? "none")"
         }
     }
@@ -30,6 +32,8 @@ struct KeyedMonoTaskStressTests {
         Setup(maximumEntries: 1_000, ttl: .milliseconds(1), stale: .zero, retry: 1, invalidates: false),
         Setup(maximumEntries: 8, ttl: .microseconds(300), stale: .microseconds(300), retry: 1, invalidates: true),
         Setup(maximumEntries: 100, ttl: .milliseconds(1), stale: .microseconds(300), retry: 1, invalidates: false, maximumCost: 40),
+        // Two shards of 128 entries, over more keys than they hold: evictions in both.
+        Setup(maximumEntries: 256, ttl: .milliseconds(1), stale: .microseconds(300), retry: 1, invalidates: true, keys: 300),
     ]
 
     /// Per key: loads running now, the most ever seen at once, loads started.
@@ -52,7 +56,7 @@ struct KeyedMonoTaskStressTests {
 
     @Test(arguments: setups)
     func manyCallersOverOverlappingKeysGetOneResultEachAndLoadsOfAKeyNeverOverlap(_ setup: Setup) async {
-        let keys = 32
+        let keys = setup.keys
         let operations = 4_000
         let overlap = Overlap()
         let load: @Sendable (Int) async throws -> String = { key in
@@ -132,7 +136,7 @@ struct KeyedMonoTaskStressTests {
         }
         let expected = callbacksExpected
         await eventually("every callback delivered") { callbacksDone.withLock { $0 } == expected }
-        await eventually("every load over") { cache.inspect(\.loadsInFlight) == 0 }
+        await eventually("every load over") { cache.inspect(\.loadsInFlight).reduce(0, +) == 0 }
 
         #expect(deliveries.withLock { $0 }.allSatisfy { $0 == 1 }, "every caller exactly one result")
         #expect(bad.withLock { $0 } == [])
@@ -146,10 +150,16 @@ struct KeyedMonoTaskStressTests {
             #expect(counters.evictions > 0, "\(counters)")
         }
         #expect(cache.count <= setup.maximumEntries, "the bound holds once loads are over")
-        for machine in [cache.inspect { $0 }] {
+        let machines = cache.inspect { $0 }
+        let bounds = KeyedMonoTask<Int, String>.shardBounds(
+            maximumEntries: setup.maximumEntries, costBounded: setup.maximumCost != nil
+        )
+        #expect(machines.map(\.configuration.maximumEntries) == bounds)
+        for machine in machines {
             #expect(machine.detachedLoads == 0)
+            #expect(machine.count <= machine.configuration.maximumEntries, "each shard's bound holds")
             #expect(machine.table.index.count == machine.table.count)
-            #expect(machine.table.recencyOrder.count == machine.table.count)  // every entry idle, in the list
+            #expect(machine.table.queueOrder.count == machine.table.count)  // every entry idle, in the queue
             if let maximumCost = setup.maximumCost {
                 #expect(machine.table.totalCost <= maximumCost, "the cost bound holds once loads are over")
                 #expect(machine.table.totalCost == machine.table.costs.reduce(0, +))
