@@ -23,8 +23,8 @@ import CoreMetrics
 ///   goes. On skewed workloads this keeps more hits than least-recently-used eviction (Zipf
 ///   traces, `Benchmarks/NOTES.md`), and a hit writes no shared list.
 /// - **Sharded.** A cache of 256 entries or more is split by key hash into up to 32 shards, each
-///   with its own lock, its own share of `maximumEntries` and its own eviction queue, so readers
-///   of different keys rarely meet on a lock. A cache with a cost bound is one shard.
+///   with its own lock and eviction queue, so readers of different keys rarely meet on a lock.
+///   The bounds are the whole cache's: a new key evicts from its own shard.
 /// - **Cancellation.** A caller whose `Task` is cancelled leaves at once with
 ///   `CancellationError`; the load goes on for the other callers and its success is cached.
 ///
@@ -60,6 +60,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     @usableFromInline let shards: [LockedState<Machine>]
     /// `shards.count - 1`.
     @usableFromInline let shardMask: Int
+    /// The entry count and total cost of all shards.
+    let occupancy: KeyedMonoTaskOccupancy
     @usableFromInline let time: any MonoTaskTimeSource
     private let load: @Sendable (Key) async throws -> Value
     /// The cost of a loaded value, with a cost bound; `nil` without.
@@ -73,9 +75,9 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///
     /// - Parameters:
     ///   - maximumEntries: The most entries held, cached or loading; must be greater than 0. When
-    ///     a new key arrives at the bound of its shard, a cached value of that shard is evicted
-    ///     (see the type's "Bounded" and "Sharded"). Loads in flight are never evicted and may
-    ///     take the count above the bound until they finish.
+    ///     a new key arrives at the bound, a cached value of its shard is evicted (see the type's
+    ///     "Bounded" and "Sharded"). Loads in flight are never evicted and may take the count
+    ///     above the bound until they finish.
     ///   - resultExpireDuration: How long a success stays fresh, counted from its completion.
     ///     `.zero` (default) caches nothing: concurrent callers still share a load; `nil` keeps a
     ///     value until it is invalidated or evicted. Must not be negative.
@@ -124,8 +126,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// hold again (never the value that just arrived, as for the entry bound). Values whose load
     /// is in flight (a refresh) still count with their cost and cannot be evicted meanwhile. A
     /// value whose cost alone exceeds `maximumCost` is delivered to its callers but not cached
-    /// (and the key's older value is dropped). The hit path is the same as without a cost bound;
-    /// such a cache is one shard, so that the cost bound is one sum.
+    /// (and the key's older value is dropped). The hit path is the same as without a cost bound.
     ///
     /// - Parameters:
     ///   - maximumEntries: The most entries held, cached or loading; must be greater than 0.
@@ -183,18 +184,17 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             "KeyedMonoTask: staleWhileRevalidate must be >= .zero, got \(staleWhileRevalidate)"
         )
         _ = retry.maximumRetries  // rejects a negative count with its own message
-        let bounds = Self.shardBounds(maximumEntries: maximumEntries, costBounded: maximumCost != nil)
-        self.shards = bounds.map { bound in
-            LockedState(
-                Machine(
-                    configuration: Machine.Configuration(
-                        maximumEntries: bound, timeToLive: resultExpireDuration,
-                        staleWhileRevalidate: staleWhileRevalidate, retry: retry, maximumCost: maximumCost
-                    )
-                )
-            )
+        let configuration = Machine.Configuration(
+            maximumEntries: maximumEntries, timeToLive: resultExpireDuration,
+            staleWhileRevalidate: staleWhileRevalidate, retry: retry, maximumCost: maximumCost
+        )
+        let shardCount = Self.shardCount(maximumEntries: maximumEntries)
+        let occupancy = KeyedMonoTaskOccupancy()
+        self.occupancy = occupancy
+        self.shards = (0..<shardCount).map { _ in
+            LockedState(Machine(configuration: configuration, occupancy: occupancy))
         }
-        self.shardMask = bounds.count - 1
+        self.shardMask = shardCount - 1
         self.time = makeTimeSource(clock)
         self.load = load
         self.cost = cost
@@ -204,17 +204,12 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
 
     // MARK: Shards
 
-    /// The entry bound of each shard: `maximumEntries` split over a power of two of shards, at
-    /// least 128 entries each and at most 32 shards (one shard below 256 entries, or with a cost
-    /// bound). The bounds add up to `maximumEntries`.
-    static func shardBounds(maximumEntries: Int, costBounded: Bool) -> [Int] {
+    /// How many shards a cache of `maximumEntries` has: a power of two, at most 32, with room
+    /// for at least 128 entries each (one below 256 entries).
+    static func shardCount(maximumEntries: Int) -> Int {
         var count = 1
-        if !costBounded {
-            while count < 32, maximumEntries / (count * 2) >= 128 { count *= 2 }
-        }
-        let share = maximumEntries / count
-        let extra = maximumEntries % count
-        return (0..<count).map { share + ($0 < extra ? 1 : 0) }
+        while count < 32, maximumEntries / (count * 2) >= 128 { count *= 2 }
+        return count
     }
 
     /// The shard of a key whose `hashValue` is `hashValue`: the top bits of a Fibonacci hash,
@@ -405,10 +400,9 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
 
     // MARK: State
 
-    /// The number of entries held, loading or cached (the shards' counts, added one after the
-    /// other).
+    /// The number of entries held, loading or cached.
     public var count: Int {
-        shards.reduce(0) { sum, state in sum + state.withLock { $0.count } }
+        occupancy.entryCount
     }
 
     /// The counters: each shard's read under its lock, added up. Every counter only grows, so
@@ -521,11 +515,27 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                     metrics.recordRun(duration: now - started, result: result)
                     metrics.recordEvictions(released.evictions)
                 }
+                if released.overBound { restoreBounds(besides: state) }
                 span.finished(result, callers: waiters.count)
                 deliver(result, to: waiters)
                 if let next { startLoad(next, in: state, byCaller: false) }
                 return
             }
+        }
+    }
+
+    /// The cache is above a bound and the shard `finished` had nothing more to evict: evicts
+    /// from the other shards, one after the other, until the bounds hold.
+    private func restoreBounds(besides finished: LockedState<Machine>) {
+        var index = Int.random(in: 0..<shards.count)  // no shard always the one to give way
+        for _ in shards.indices {
+            index = (index + 1) & shardMask
+            let state = shards[index]
+            guard state.storage !== finished.storage else { continue }
+            let released = state.withLock { $0.evictWhileOverBound() }
+            withExtendedLifetime(released) {}
+            if let metrics { metrics.recordEvictions(released.evictions) }
+            if !released.overBound { return }
         }
     }
 

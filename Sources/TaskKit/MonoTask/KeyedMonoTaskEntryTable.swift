@@ -96,6 +96,8 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     /// The sum of `costs`.
     private(set) var totalCost = 0
     let tracksCost: Bool
+    /// The whole cache's count and cost, which this table's changes are added to.
+    let occupancy: KeyedMonoTaskOccupancy
     /// The newest slot in the queue.
     @usableFromInline var head: Int32 = none
     /// The oldest slot in the queue.
@@ -105,8 +107,9 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     @usableFromInline var hand: Int32 = none
 
     @usableFromInline
-    init(tracksCost: Bool = false) {
+    init(tracksCost: Bool = false, occupancy: KeyedMonoTaskOccupancy = KeyedMonoTaskOccupancy()) {
         self.tracksCost = tracksCost
+        self.occupancy = occupancy
     }
 
     /// The number of entries, loading or cached.
@@ -191,6 +194,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         bucketOf.append(Int32(b))
         links.append(Link(previous: Self.none, next: Self.none))
         if tracksCost { costs.append(0) }
+        occupancy.entries.add(1, ordering: .relaxed)
         return slot
     }
 
@@ -220,8 +224,10 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         // `node` keeps the key and value alive: emptying the bucket destroys neither.
         removeBucket(at: bucket(of: slot))
         let last = count - 1
+        occupancy.entries.subtract(1, ordering: .relaxed)
         if tracksCost {
             totalCost -= costs[i]
+            occupancy.cost.subtract(costs[i], ordering: .relaxed)
             costs.swapAt(i, last)
             costs.removeLast()
         }
@@ -248,6 +254,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     mutating func setCost(_ slot: Int32, _ cost: Int) {
         guard tracksCost else { return }
         totalCost += cost - costs[Int(slot)]
+        occupancy.cost.add(cost - costs[Int(slot)], ordering: .relaxed)
         costs[Int(slot)] = cost
     }
 
@@ -275,6 +282,8 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
 
     /// Empties the table and returns its nodes.
     mutating func removeAll() -> [Node] {
+        occupancy.entries.subtract(count, ordering: .relaxed)
+        occupancy.cost.subtract(totalCost, ordering: .relaxed)
         defer {
             buckets = []
             bucketOf = []

@@ -25,7 +25,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// The validated configuration.
     @usableFromInline
     struct Configuration {
-        /// The bound on ``KeyedMonoTaskEntryTable/count`` (restored as loads finish).
+        /// The bound on the whole cache's entries (``KeyedMonoTaskOccupancy/entryCount``),
+        /// restored as loads finish.
         @usableFromInline var maximumEntries: Int
         /// How long a success is fresh after its completion.
         @usableFromInline var timeToLive: Duration
@@ -33,7 +34,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         @usableFromInline var usableFor: Duration
         /// The retry policy of each load.
         @usableFromInline var retry: RetryCount
-        /// The bound on the sum of the cached values' costs, `nil` for none.
+        /// The bound on the sum of the whole cache's cached values' costs, `nil` for none.
         var maximumCost: Int?
         /// The randomness of the retry delays' jitter.
         var jitter: RetryJitter
@@ -89,6 +90,9 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         @usableFromInline var removed: [Table.Removed] = []
         /// How many of `removed` were evicted by a bound.
         @usableFromInline var evictions = 0
+        /// The cache is still above a bound and this shard had nothing more to evict: the owner
+        /// evicts from the other shards.
+        var overBound = false
         var values: [Value] = []
         var keys: [Key] = []
         var table: [Table.Node]?
@@ -140,21 +144,28 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @usableFromInline var lastWaiterID: WaiterID = 0
     @usableFromInline var counters = KeyedMonoTaskCounters()
 
+    /// A machine for one shard of a cache whose shards share `occupancy` (a cache of its own by
+    /// default).
     @usableFromInline
-    init(configuration: Configuration) {
+    init(configuration: Configuration, occupancy: KeyedMonoTaskOccupancy = KeyedMonoTaskOccupancy()) {
         self.configuration = configuration
-        self.table = Table(tracksCost: configuration.maximumCost != nil)
+        self.table = Table(tracksCost: configuration.maximumCost != nil, occupancy: occupancy)
     }
 
-    /// Whether the table is above one of its bounds.
+    /// Whether the whole cache is above one of its bounds.
     private func isOverBound() -> Bool {
-        table.count > configuration.maximumEntries
-            || configuration.maximumCost.map { table.totalCost > $0 } == true
+        table.occupancy.entryCount > configuration.maximumEntries
+            || configuration.maximumCost.map { table.occupancy.totalCost > $0 } == true
+    }
+
+    /// Whether the whole cache is at its entry bound (a new key needs room).
+    private func isFull() -> Bool {
+        table.occupancy.entryCount >= configuration.maximumEntries
     }
 
     // MARK: Queries
 
-    /// Entries held, loading or cached.
+    /// Entries held by this shard, loading or cached.
     @usableFromInline var count: Int { table.count }
 
     /// Loads in flight, attached or detached.
@@ -237,8 +248,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @usableFromInline
     mutating func loadNewEntry(key: Key, waiter: WaiterEntry) -> RequestAction {
         var released = Released()
-        while table.count >= configuration.maximumEntries, let evicted = table.evict(keepingHead: false)
-        {
+        while isFull(), let evicted = table.evict(keepingHead: false) {
             released.removed.append(evicted)
             counters.evictions += 1
             released.evictions += 1
@@ -340,6 +350,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
                     counters.evictions += 1
                     released.evictions += 1
                 }
+                released.overBound = isOverBound()
             } else {
                 released.removed.append(table.remove(slot))
             }
@@ -347,6 +358,19 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             detachedLoads -= 1
         }
         return .finish(waiters: load.waiters.map(\.waiter), result: result, next: next, released: released)
+    }
+
+    /// Another shard's load finished with the cache above a bound and nothing left to evict
+    /// there: evicts from this shard until the bounds hold or nothing here may go.
+    mutating func evictWhileOverBound() -> Released {
+        var released = Released()
+        while isOverBound(), let evicted = table.evict(keepingHead: false) {
+            released.removed.append(evicted)
+            counters.evictions += 1
+            released.evictions += 1
+        }
+        released.overBound = isOverBound()
+        return released
     }
 
     /// The backoff delay of load `generation` is over: its next attempt starts.
@@ -388,8 +412,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         loads[running]!.followUp = nil
         // The forced callers asked for a load that begins after their call: a new entry, now.
         let key = loads[running]!.key
-        while table.count >= configuration.maximumEntries, let evicted = table.evict(keepingHead: false)
-        {
+        while isFull(), let evicted = table.evict(keepingHead: false) {
             released.removed.append(evicted)
             counters.evictions += 1
             released.evictions += 1

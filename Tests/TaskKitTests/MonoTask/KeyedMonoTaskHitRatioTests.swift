@@ -12,9 +12,10 @@ import TaskKitTestSupport
 
     /// Hits of a `KeyedMonoTask` of `capacity` entries (its shards, values kept forever) on `trace`.
     static func keyedHits(_ trace: [Int], capacity: Int) -> Int {
-        let bounds = KeyedMonoTask<Int, Int>.shardBounds(maximumEntries: capacity, costBounded: false)
-        var shards = bounds.map {
-            Machine(configuration: .init(maximumEntries: $0, timeToLive: nil, staleWhileRevalidate: .zero, retry: .never))
+        let occupancy = KeyedMonoTaskOccupancy()
+        let configuration = Machine.Configuration(maximumEntries: capacity, timeToLive: nil, staleWhileRevalidate: .zero, retry: .never)
+        var shards = (0..<KeyedMonoTask<Int, Int>.shardCount(maximumEntries: capacity)).map { _ in
+            Machine(configuration: configuration, occupancy: occupancy)
         }
         for key in trace {
             let index = KeyedMonoTask<Int, Int>.shardIndex(hashValue: key.hashValue, mask: shards.count - 1)
@@ -26,7 +27,7 @@ import TaskKitTestSupport
                 _ = shards[index].attemptFinished(generation: start.generation, result: .success(key), now: .zero)
             }
         }
-        #expect(shards.allSatisfy { $0.count <= $0.configuration.maximumEntries })
+        #expect(occupancy.entryCount == capacity && shards.reduce(0) { $0 + $1.count } == capacity)
         return shards.reduce(0) { $0 + $1.counters.hits }
     }
 

@@ -34,6 +34,11 @@ struct KeyedMonoTaskStressTests {
         Setup(maximumEntries: 100, ttl: .milliseconds(1), stale: .microseconds(300), retry: 1, invalidates: false, maximumCost: 40),
         // Two shards of 128 entries, over more keys than they hold: evictions in both.
         Setup(maximumEntries: 256, ttl: .milliseconds(1), stale: .microseconds(300), retry: 1, invalidates: true, keys: 300),
+        // Four shards under one cost bound.
+        Setup(
+            maximumEntries: 512, ttl: .milliseconds(1), stale: .microseconds(300), retry: 1, invalidates: false,
+            maximumCost: 600, keys: 300
+        ),
     ]
 
     /// Per key: loads running now, the most ever seen at once, loads started.
@@ -151,17 +156,14 @@ struct KeyedMonoTaskStressTests {
         }
         #expect(cache.count <= setup.maximumEntries, "the bound holds once loads are over")
         let machines = cache.inspect { $0 }
-        let bounds = KeyedMonoTask<Int, String>.shardBounds(
-            maximumEntries: setup.maximumEntries, costBounded: setup.maximumCost != nil
-        )
-        #expect(machines.map(\.configuration.maximumEntries) == bounds)
+        #expect(machines.count == KeyedMonoTask<Int, String>.shardCount(maximumEntries: setup.maximumEntries))
+        #expect(machines.reduce(0) { $0 + $1.count } == cache.count)
         for machine in machines {
             #expect(machine.detachedLoads == 0)
-            #expect(machine.count <= machine.configuration.maximumEntries, "each shard's bound holds")
             #expect(machine.table.index.count == machine.table.count)
             #expect(machine.table.queueOrder.count == machine.table.count)  // every entry idle, in the queue
             if let maximumCost = setup.maximumCost {
-                #expect(machine.table.totalCost <= maximumCost, "the cost bound holds once loads are over")
+                #expect(machine.table.occupancy.totalCost <= maximumCost, "the cost bound holds once loads are over")
                 #expect(machine.table.totalCost == machine.table.costs.reduce(0, +))
                 let expected = machine.table.nodes.map { $0.value == nil ? 0 : $0.key % 5 + 1 }
                 #expect(machine.table.costs == expected)

@@ -259,6 +259,41 @@ struct KeyedMonoTaskTests {
         #expect(cache.cachedValue(for: 3) == "3#1")
     }
 
+    // MARK: Shards
+
+    @Test func aShardedCacheHoldsMaximumEntriesKeysBeforeItEvicts() async throws {
+        let cache = KeyedMonoTask<Int, Int>(maximumEntries: 4_096, resultExpireDuration: nil) { $0 }
+        #expect(cache.inspect { _ in () }.count == 32)
+        let values = await cache.values(for: 0..<4_096)
+        #expect(values.count == 4_096)
+        #expect(cache.count == 4_096 && cache.counters.evictions == 0, "the bound is the cache's, not a shard's")
+        #expect(try await cache.value(for: 4_096) == 4_096)
+        #expect(cache.count == 4_096 && cache.counters.evictions == 1)
+        #expect(cache.inspect(\.count).reduce(0, +) == 4_096)
+    }
+
+    @Test func aFullCacheMakesRoomInAnotherShardWhenTheKeysShardHasNothingToEvict() async throws {
+        let gate = TestGate()
+        let cache = KeyedMonoTask<Int, Int>(maximumEntries: 256, resultExpireDuration: nil) { key in
+            if key < 0 { await gate.wait() }
+            return key
+        }
+        #expect(cache.inspect { _ in () }.count == 2)
+        func shard(_ key: Int) -> Int { KeyedMonoTask<Int, Int>.shardIndex(hashValue: key.hashValue, mask: 1) }
+        // Fill the cache with keys of one shard; then a key of the other shard, whose shard is empty.
+        let full = (0...).lazy.filter { shard($0) == 1 }.prefix(256)
+        _ = await cache.values(for: Array(full))
+        #expect(cache.count == 256 && cache.inspect(\.count) == [0, 256])
+        let other = (1...).lazy.map { -$0 }.first { shard($0) == 0 }!
+        async let loaded = cache.value(for: other)
+        await eventually("its load started") { cache.count == 257 }  // nothing to evict in its shard
+        gate.open()
+        #expect(try await loaded == other)
+        #expect(cache.count == 256, "room made in the other shard when the load finished")
+        #expect(cache.inspect(\.count) == [1, 255])
+        #expect(cache.cachedValue(for: other) == other && cache.counters.evictions == 1)
+    }
+
     // MARK: Cost bound
 
     @Test func theTotalCostOfCachedValuesStaysWithinMaximumCostUnreadValuesFirst() async throws {

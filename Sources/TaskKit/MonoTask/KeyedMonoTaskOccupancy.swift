@@ -1,0 +1,25 @@
+import Synchronization
+
+/// The entry count and total cost of a whole ``KeyedMonoTask``, shared by its shards, so that
+/// `maximumEntries` and `maximumCost` bound the cache, not each shard.
+///
+/// The one state the shards share. A shard's table writes it under that shard's lock when a node
+/// is inserted or removed, or a value's cost changes — never on a hit — and the shard's machine
+/// reads it to decide whether to evict. Shards change it concurrently, so a bound check may miss
+/// another shard's change of the same moment: new keys arriving at once in several shards can
+/// take the count above the bound, as loads in flight may anyway, and it is restored when loads
+/// finish (the owner then evicts from other shards if the finishing one has nothing to evict).
+/// Relaxed ordering suffices: the counts decide how much to evict, and each shard's lock orders
+/// its own changes.
+@usableFromInline
+final class KeyedMonoTaskOccupancy: Sendable {
+    /// Entries held by every shard, loading or cached.
+    let entries = Atomic<Int>(0)
+    /// The sum of the cached values' costs in every shard (0 without a cost bound).
+    let cost = Atomic<Int>(0)
+
+    @usableFromInline init() {}
+
+    var entryCount: Int { entries.load(ordering: .relaxed) }
+    var totalCost: Int { cost.load(ordering: .relaxed) }
+}
