@@ -42,7 +42,7 @@ printf '%-32s %s\n' workload "instructions/round trip (n=$n, least of 5 runs)"
 for workload in taskstore-bare taskstore taskstore-flag-bare taskstore-read \
     taskstore-concurrent-bare taskstore-concurrent taskstore-actor-bare taskstore-actor \
     taskgroup-roundtrip taskmanager-value taskmanager-value-intercepted taskgroup-throughput taskmanager-throughput \
-    monotask-hit keyedmonotask-hit; do
+    monotask-hit keyedmonotask-hit locked-dictionary-hit; do
     best=""
     for _ in 1 2 3 4 5; do
         value=$(per_iteration "$workload")

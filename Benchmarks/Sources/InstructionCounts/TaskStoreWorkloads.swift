@@ -35,6 +35,8 @@ enum TaskStoreWorkload: String, CaseIterable {
     case monoTaskHit = "monotask-hit"
     /// A `KeyedMonoTask` cache hit (`value(for:)`, 1,000 keys in order).
     case keyedMonoTaskHit = "keyedmonotask-hit"
+    /// The floor of a shared cache's hit: a `Mutex<[Int: Int]>` lookup, 1,000 keys in order.
+    case lockedDictionaryHit = "locked-dictionary-hit"
     /// A batch of 100 callers merged into one `MonoTask` execution (issue 20's merge).
     case monoTaskMerged = "monotask-merged"
     /// The same batch on the hand-written actor holding a `Task`.
@@ -85,6 +87,9 @@ enum TaskStoreWorkload: String, CaseIterable {
         case .keyedMonoTaskHit:
             let sum = await keyedMonoTaskHits(n)
             precondition(sum == n, "every hit returned the cached value")
+        case .lockedDictionaryHit:
+            let sum = await lockedDictionaryHits(n)
+            precondition(sum == n, "every lookup found its key")
         }
     }
 }

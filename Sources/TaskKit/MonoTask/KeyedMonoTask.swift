@@ -54,10 +54,11 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     @usableFromInline typealias Waiter = MonoWaiter<Value>
 
     @usableFromInline typealias Machine = KeyedMonoTaskStateMachine<Key, Value, Waiter>
+    @usableFromInline typealias Shard = KeyedMonoTaskShard<Key, Value>
 
     /// The shards, a power of two of them; a key's shard is chosen by its hash
     /// (``shard(forHashValue:)``).
-    @usableFromInline let shards: [LockedState<Machine>]
+    @usableFromInline let shards: [Shard]
     /// `shards.count - 1`.
     @usableFromInline let shardMask: Int
     /// The entry count and total cost of all shards.
@@ -192,7 +193,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         let occupancy = KeyedMonoTaskOccupancy()
         self.occupancy = occupancy
         self.shards = (0..<shardCount).map { _ in
-            LockedState(Machine(configuration: configuration, occupancy: occupancy))
+            Shard(Machine(configuration: configuration, occupancy: occupancy))
         }
         self.shardMask = shardCount - 1
         self.time = makeTimeSource(clock)
@@ -216,7 +217,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// which depend on every bit of the hash, so that the keys of a shard do not share the low
     /// bits its own table indexes with.
     @inlinable
-    func shard(forHashValue hashValue: Int) -> LockedState<Machine> {
+    func shard(forHashValue hashValue: Int) -> Shard {
         shards[Self.shardIndex(hashValue: hashValue, mask: shardMask)]
     }
 
@@ -230,7 +231,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
 
     /// The shard of `key`.
     @inlinable
-    func shard(for key: Key) -> LockedState<Machine> {
+    func shard(for key: Key) -> Shard {
         shard(forHashValue: key.hashValue)
     }
 
@@ -281,11 +282,15 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     func lookUp(_ key: Key, forceUpdate: Bool) -> Lookup {
         let now = time.now()
         let hashValue = key.hashValue
-        let state = shard(forHashValue: hashValue)
-        switch state.withLock({ $0.fastPath(key: key, hashValue: hashValue, forceUpdate: forceUpdate, now: now) }) {
+        // The shard is borrowed from the array, not bound to a local: no retain and release on a
+        // hit. A refresh (rare) looks it up again.
+        let fast = shards[Self.shardIndex(hashValue: hashValue, mask: shardMask)].withLock {
+            $0.fastPath(key: key, hashValue: hashValue, forceUpdate: forceUpdate, now: now)
+        }
+        switch fast {
         case .hit(let value, let refresh):
             metrics?.recordHit()
-            if let refresh { startLoad(refresh, in: state) }
+            if let refresh { startLoad(refresh, in: shard(forHashValue: hashValue)) }
             return .hit(value)
         case .miss(let id):
             return .miss(id)
@@ -340,7 +345,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         let now = time.now()
         var hits: [(Key, Value)] = []
         var misses: [(Key, Machine.WaiterID)] = []
-        var refreshes: [(Machine.StartLoad, LockedState<Machine>)] = []
+        var refreshes: [(Machine.StartLoad, Shard)] = []
         for key in unique {
             let hashValue = key.hashValue
             let state = shard(forHashValue: hashValue)
@@ -413,7 +418,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     }
 
     /// Runs `body` on each shard's state machine under its lock, in shard order (tests).
-    func inspect<R>(_ body: (Machine) -> R) -> [R] {
+    func inspect<R: Sendable>(_ body: (Machine) -> R) -> [R] {
         shards.map { state in state.withLock { body($0) } }
     }
 
@@ -464,7 +469,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// - Parameter byCaller: Whether a call of the user's started the load (its span is then the
     ///   parent of the load's); `false` for the follow-up loads a load starts.
     @usableFromInline
-    func startLoad(_ start: Machine.StartLoad, in state: LockedState<Machine>, byCaller: Bool = true) {
+    func startLoad(_ start: Machine.StartLoad, in state: Shard, byCaller: Bool = true) {
         let key = start.key
         let generation = start.generation
         guard let tracer else {
@@ -482,7 +487,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// Runs the attempts of a load of the shard `state`, reporting retries and the outcome to
     /// `span`.
     private func run(
-        key: Key, generation: Machine.Generation, in state: LockedState<Machine>, span: some RunSpan
+        key: Key, generation: Machine.Generation, in state: Shard, span: some RunSpan
     ) async {
         let started = metrics == nil ? Duration.zero : time.now()
         while true {
@@ -526,12 +531,12 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
 
     /// The cache is above a bound and the shard `finished` had nothing more to evict: evicts
     /// from the other shards, one after the other, until the bounds hold.
-    private func restoreBounds(besides finished: LockedState<Machine>) {
+    private func restoreBounds(besides finished: Shard) {
         var index = Int.random(in: 0..<shards.count)  // no shard always the one to give way
         for _ in shards.indices {
             index = (index + 1) & shardMask
             let state = shards[index]
-            guard state.storage !== finished.storage else { continue }
+            guard state !== finished else { continue }
             let released = state.withLock { $0.evictWhileOverBound() }
             withExtendedLifetime(released) {}
             if let metrics { metrics.recordEvictions(released.evictions) }

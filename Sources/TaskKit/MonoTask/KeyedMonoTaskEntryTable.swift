@@ -177,7 +177,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
 
     /// Marks the node in bucket `b` read. Writes only when the mark is not set: a key read
     /// before leaves its node's cache line clean.
-    @inlinable
+    @inlinable @inline(__always)
     mutating func markRead(bucket b: Int) {
         if !buckets[b]!.read { buckets[b]!.read = true }
     }
@@ -371,3 +371,8 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         return order
     }
 }
+
+extension KeyedMonoTaskEntryTable: Sendable where Key: Sendable, Value: Sendable {}
+extension KeyedMonoTaskEntryTable.Node: Sendable where Key: Sendable, Value: Sendable {}
+extension KeyedMonoTaskEntryTable.Removed: Sendable where Key: Sendable, Value: Sendable {}
+extension KeyedMonoTaskEntryTable.Link: Sendable {}

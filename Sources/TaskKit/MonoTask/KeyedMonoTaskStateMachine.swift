@@ -479,3 +479,16 @@ extension KeyedMonoTaskStateMachine.Load {
         return nil
     }
 }
+
+// What crosses a shard's lock (``KeyedMonoTaskShard/withLock(_:)`` returns only `Sendable`
+// values): the machine's actions and, for tests, the machine itself. Checked conformances: every
+// stored property is `Sendable` when the key, value and waiter are.
+extension KeyedMonoTaskStateMachine: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
+extension KeyedMonoTaskStateMachine.Configuration: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
+extension KeyedMonoTaskStateMachine.Load: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
+extension KeyedMonoTaskStateMachine.StartLoad: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
+extension KeyedMonoTaskStateMachine.Released: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
+extension KeyedMonoTaskStateMachine.FastPathAction: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
+extension KeyedMonoTaskStateMachine.RequestAction: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
+extension KeyedMonoTaskStateMachine.AttemptFinishedAction: Sendable
+where Key: Sendable, Value: Sendable, Waiter: Sendable {}

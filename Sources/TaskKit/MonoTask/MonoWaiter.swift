@@ -61,3 +61,7 @@ func withMonoContinuation<Value>(
     await withUnsafeContinuation(body)
     #endif
 }
+
+// Checked: continuations and `@Sendable` closures are `Sendable`.
+extension MonoWaiter: Sendable {}
+extension IdentifiedWaiter: Sendable where Waiter: Sendable {}
