@@ -108,12 +108,16 @@ final class LinuxCoarseContinuousTime: MonoTaskTimeSource {
     }
 
     func now() -> Duration {
+        .nanoseconds(nowNanoseconds())
+    }
+
+    func nowNanoseconds() -> Int64 {
         let coarse = Self.read(CLOCK_MONOTONIC_COARSE)
         if coarse &- measuredAt.load(ordering: .relaxed) >= Self.remeasureInterval {
             measuredAt.store(coarse, ordering: .relaxed)
             if let measured = Self.measureOffset() { offset.store(measured, ordering: .relaxed) }
         }
-        return .nanoseconds(coarse &+ offset.load(ordering: .relaxed) &- origin)
+        return coarse &+ offset.load(ordering: .relaxed) &- origin
     }
 
     func sleep(for duration: Duration) async throws {

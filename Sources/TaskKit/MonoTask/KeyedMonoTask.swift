@@ -280,7 +280,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// both are inlined again (Benchmarks/NOTES.md, issue 22).
     @inlinable
     func lookUp(_ key: Key, forceUpdate: Bool) -> Lookup {
-        let now = time.now()
+        let now = time.nowNanoseconds()
         let hashValue = key.hashValue
         // The shard is borrowed from the array, not bound to a local: no retain and release on a
         // hit. A refresh (rare) looks it up again.
@@ -309,7 +309,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     public func value(
         for key: Key, forceUpdate: Bool = false, then: @escaping @Sendable (Result<Value, any Error>) -> Void
     ) {
-        let now = time.now()
+        let now = time.nowNanoseconds()
         let state = shard(for: key)
         let action = state.withLock { machine in
             let id = machine.makeWaiterID()
@@ -342,7 +342,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         for key in keys where results.updateValue(.failure(CancellationError()), forKey: key) == nil {
             unique.append(key)
         }
-        let now = time.now()
+        let now = time.nowNanoseconds()
         var hits: [(Key, Value)] = []
         var misses: [(Key, Machine.WaiterID)] = []
         var refreshes: [(Machine.StartLoad, Shard)] = []
@@ -374,7 +374,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// or stale within the stale-while-revalidate window), or `nil`. Never loads, never waits,
     /// and changes nothing (no recency update, no refresh, no counters).
     public func cachedValue(for key: Key) -> Value? {
-        let now = time.now()
+        let now = time.nowNanoseconds()
         return shard(for: key).withLock { $0.cachedValue(for: key, now: now) }
     }
 
@@ -432,7 +432,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                 // An unchecked continuation (release builds) is sound here: it is either resumed
                 // right below, or stored in the state machine, whose rules hand every stored
                 // waiter back exactly once (delivery by its load, or cancelWaiter).
-                let now = time.now()
+                let now = time.nowNanoseconds()
                 let state = shard(for: key)
                 let action = state.withLock { machine in
                     machine.request(
@@ -489,7 +489,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     private func run(
         key: Key, generation: Machine.Generation, in state: Shard, span: some RunSpan
     ) async {
-        let started = metrics == nil ? Duration.zero : time.now()
+        let started: Int64 = metrics == nil ? 0 : time.nowNanoseconds()
         while true {
             let result: Result<Value, any Error>
             do {
@@ -502,7 +502,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                 valueCost = cost(key, value)
                 precondition(valueCost >= 0, "KeyedMonoTask: cost(_:_:) must return >= 0, got \(valueCost)")
             }
-            let now = time.now()
+            let now = time.nowNanoseconds()
             let action = state.withLock { [valueCost] in
                 $0.attemptFinished(generation: generation, result: result, cost: valueCost, now: now)
             }
@@ -517,7 +517,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             case .finish(let waiters, let result, let next, let released):
                 withExtendedLifetime(released) {}
                 if let metrics {
-                    metrics.recordRun(duration: now - started, result: result)
+                    metrics.recordRun(duration: .nanoseconds(now &- started), result: result)
                     metrics.recordEvictions(released.evictions)
                 }
                 if released.overBound { restoreBounds(besides: state) }

@@ -43,13 +43,14 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         /// Read since the eviction hand last passed the node (or since it entered the queue).
         /// Beside `slot`, in what was padding: a node is as large as without it.
         @usableFromInline var read: Bool
-        /// When `value` was stored, as an offset from the owner's clock origin.
-        @usableFromInline var storedAt: Duration
+        /// When `value` was stored, in nanoseconds from the owner's clock origin (a whole
+        /// `Duration` would add 8 bytes to every node and 128-bit arithmetic to every hit).
+        @usableFromInline var storedAt: Int64
         /// The generation of the load in flight for this key, `0` for none.
         @usableFromInline var load: UInt64
 
         @usableFromInline
-        init(key: Key, value: Value?, hash: UInt32, slot: Int32, storedAt: Duration, load: UInt64) {
+        init(key: Key, value: Value?, hash: UInt32, slot: Int32, storedAt: Int64, load: UInt64) {
             self.key = key
             self.value = value
             self.hash = hash
@@ -190,7 +191,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         let slot = Int32(count)
         let hash = UInt32(truncatingIfNeeded: key.hashValue)
         let b = emptyBucket(from: hash)
-        buckets[b] = Node(key: key, value: nil, hash: hash, slot: slot, storedAt: .zero, load: generation)
+        buckets[b] = Node(key: key, value: nil, hash: hash, slot: slot, storedAt: 0, load: generation)
         bucketOf.append(Int32(b))
         links.append(Link(previous: Self.none, next: Self.none))
         if tracksCost { costs.append(0) }

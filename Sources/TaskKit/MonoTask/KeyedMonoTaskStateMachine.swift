@@ -1,7 +1,8 @@
 /// The rules of ``KeyedMonoTask`` as a pure value type: no locks, no threads, no clocks, no user
 /// code (beyond the key's `hash(into:)` and `==`).
 ///
-/// Every method takes the current time as an offset (`Duration`) from the owner's clock origin,
+/// Every method takes the current time as an offset in nanoseconds (`Int64`) from the owner's
+/// clock origin (``KeyedMonoTaskStateMachine/nanoseconds(_:)`` converts a `Duration`),
 /// mutates the state and returns an *action* for the owner to perform after releasing its lock:
 /// which waiters to deliver to, which load to start, and what was removed (keys and values whose
 /// `deinit`s must not run under the lock).
@@ -28,10 +29,11 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         /// The bound on the whole cache's entries (``KeyedMonoTaskOccupancy/entryCount``),
         /// restored as loads finish.
         @usableFromInline var maximumEntries: Int
-        /// How long a success is fresh after its completion.
-        @usableFromInline var timeToLive: Duration
-        /// `timeToLive` plus the stale-while-revalidate window: the age at which a value is unusable.
-        @usableFromInline var usableFor: Duration
+        /// How long a success is fresh after its completion, in nanoseconds.
+        @usableFromInline var timeToLive: Int64
+        /// `timeToLive` plus the stale-while-revalidate window: the age at which a value is
+        /// unusable, in nanoseconds.
+        @usableFromInline var usableFor: Int64
         /// The retry policy of each load.
         @usableFromInline var retry: RetryCount
         /// The bound on the sum of the whole cache's cached values' costs, `nil` for none.
@@ -45,19 +47,19 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             maximumCost: Int? = nil, jitter: RetryJitter = .system
         ) {
             self.maximumEntries = maximumEntries
-            self.timeToLive = timeToLive ?? Self.forever
-            self.usableFor = timeToLive.map { $0 + staleWhileRevalidate } ?? Self.forever
+            self.timeToLive = timeToLive.map(KeyedMonoTaskStateMachine.nanoseconds) ?? Self.forever
+            self.usableFor = timeToLive.map { KeyedMonoTaskStateMachine.nanoseconds($0 + staleWhileRevalidate) } ?? Self.forever
             self.retry = retry
             self.maximumCost = maximumCost
             self.jitter = jitter
         }
 
-        /// The time to live of `nil` (kept until invalidated or evicted): about 73 billion years,
-        /// an age that no offset read from a clock since the cache's creation reaches.
-        static var forever: Duration { .seconds(Int64.max / 4) }
+        /// The time to live of `nil` (kept until invalidated or evicted): about 73 years in
+        /// nanoseconds, an age that no offset read from a clock since the cache's creation reaches.
+        static var forever: Int64 { Int64.max / 4 }
 
         /// Whether a success is kept at all (`false` when both durations are zero).
-        var keepsResults: Bool { usableFor > .zero }
+        var keepsResults: Bool { usableFor > 0 }
     }
 
     @usableFromInline typealias WaiterEntry = IdentifiedWaiter<Waiter>
@@ -171,9 +173,18 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// Loads in flight, attached or detached.
     var loadsInFlight: Int { loads.count }
 
+    /// `duration` in whole nanoseconds, clamped to ±``Configuration/forever``.
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        let limit = Configuration.forever / 1_000_000_000
+        if seconds >= limit { return Configuration.forever }
+        if seconds <= -limit { return -Configuration.forever }
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+
     @inlinable
-    func freshness(storedAt: Duration, now: Duration) -> Freshness {
-        let age = now - storedAt
+    func freshness(storedAt: Int64, now: Int64) -> Freshness {
+        let age = now &- storedAt
         if age < configuration.timeToLive { return .fresh }
         if age < configuration.usableFor { return .stale }
         return .unusable
@@ -182,7 +193,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// The value a caller would get without waiting (fresh, or stale within the window). Changes
     /// nothing: no recency, no counters, no refresh.
     @usableFromInline
-    func cachedValue(for key: Key, now: Duration) -> Value? {
+    func cachedValue(for key: Key, now: Int64) -> Value? {
         guard let slot = table.find(key), let value = table[slot].value else { return nil }
         switch freshness(storedAt: table[slot].storedAt, now: now) {
         case .fresh, .stale: return value
@@ -195,7 +206,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// The lock-held fast path of an async caller: a cache hit, or a waiter identifier to register.
     /// `hashValue` is `key.hashValue`, which the owner computed to choose the shard.
     @inlinable
-    mutating func fastPath(key: Key, hashValue: Int, forceUpdate: Bool, now: Duration) -> FastPathAction {
+    mutating func fastPath(key: Key, hashValue: Int, forceUpdate: Bool, now: Int64) -> FastPathAction {
         if !forceUpdate, let bucket = table.findBucket(key, hashValue: hashValue),
             let hit = cacheHit(bucket: bucket, now: now)
         {
@@ -219,7 +230,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// start a load are out of line.
     @inlinable
     mutating func request(
-        key: Key, waiter: Waiter, id: WaiterID, forceUpdate: Bool, now: Duration, callerCancelled: Bool = false
+        key: Key, waiter: Waiter, id: WaiterID, forceUpdate: Bool, now: Int64, callerCancelled: Bool = false
     ) -> RequestAction {
         guard let slot = table.find(key) else {
             if callerCancelled { return .callerCancelled }
@@ -263,7 +274,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// is unusable, or a forced call: loads now. A forced load keeps a usable value for the
     /// callers that are not forced; an unusable one is dropped.
     @usableFromInline
-    mutating func reload(slot: Int32, key: Key, waiter: WaiterEntry, now: Duration) -> RequestAction {
+    mutating func reload(slot: Int32, key: Key, waiter: WaiterEntry, now: Int64) -> RequestAction {
         var released = Released()
         let node = table[slot]
         if let value = node.value, freshness(storedAt: node.storedAt, now: now) == .unusable {
@@ -304,7 +315,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// An attempt of load `generation` returned `result`; `cost` is the cost of a success when
     /// a cost bound is configured (computed by the owner before taking the lock).
     mutating func attemptFinished(
-        generation finished: Generation, result: Result<Value, any Error>, cost: Int = 0, now: Duration
+        generation finished: Generation, result: Result<Value, any Error>, cost: Int = 0, now: Int64
     ) -> AttemptFinishedAction {
         if case .failure = result {
             var jitter = configuration.jitter  // copies share one generator
@@ -427,7 +438,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// A usable value in the node in `bucket`: fresh (and now marked read) or stale
     /// (starting a refresh if none is in flight). `nil` when the entry has no usable value.
     @inlinable
-    mutating func cacheHit(bucket: Int, now: Duration) -> (value: Value, refresh: StartLoad?)? {
+    mutating func cacheHit(bucket: Int, now: Int64) -> (value: Value, refresh: StartLoad?)? {
         guard let value = table.buckets[bucket]!.value else { return nil }
         switch freshness(storedAt: table.buckets[bucket]!.storedAt, now: now) {
         case .fresh:

@@ -4,6 +4,8 @@
 protocol MonoTaskTimeSource: Sendable {
     /// Time elapsed since the origin.
     func now() -> Duration
+    /// Time elapsed since the origin, in whole nanoseconds (``KeyedMonoTask``'s unit).
+    func nowNanoseconds() -> Int64
     /// Sleeps for `duration`; throws `CancellationError` when the calling task is cancelled.
     func sleep(for duration: Duration) async throws
 }
@@ -21,6 +23,10 @@ struct ClockTimeSource<C: Clock<Duration>>: MonoTaskTimeSource {
         origin.duration(to: clock.now)
     }
 
+    func nowNanoseconds() -> Int64 {
+        KeyedMonoTaskStateMachine<Int, Int, Int>.nanoseconds(now())
+    }
+
     func sleep(for duration: Duration) async throws {
         try await clock.sleep(until: clock.now.advanced(by: duration), tolerance: nil)
     }
@@ -33,6 +39,10 @@ struct ContinuousClockTimeSource: MonoTaskTimeSource {
 
     func now() -> Duration {
         ContinuousClock.now - origin
+    }
+
+    func nowNanoseconds() -> Int64 {
+        KeyedMonoTaskStateMachine<Int, Int, Int>.nanoseconds(now())
     }
 
     func sleep(for duration: Duration) async throws {

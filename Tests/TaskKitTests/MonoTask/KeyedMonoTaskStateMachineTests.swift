@@ -141,13 +141,26 @@ import TaskKitTestSupport
 
     // MARK: Machine
 
+    @Test func durationsBecomeNanosecondsClampedToForever() {
+        #expect(Machine.nanoseconds(.milliseconds(1.5)) == 1_500_000)
+        #expect(Machine.nanoseconds(.seconds(-2)) == -2_000_000_000)
+        #expect(Machine.nanoseconds(.seconds(Int64.max)) == Machine.Configuration.forever)
+        #expect(Machine.nanoseconds(.seconds(Int64.min)) == -Machine.Configuration.forever)
+        let configuration = Machine.Configuration(
+            maximumEntries: 1, timeToLive: .seconds(10), staleWhileRevalidate: .seconds(5), retry: .never
+        )
+        #expect(configuration.timeToLive == 10_000_000_000 && configuration.usableFor == 15_000_000_000)
+        let forever = Machine.Configuration(maximumEntries: 1, timeToLive: nil, staleWhileRevalidate: .zero, retry: .never)
+        #expect(forever.timeToLive == Machine.Configuration.forever && forever.keepsResults)
+    }
+
     static func machine(max: Int = 10, ttl: Duration = .seconds(10), stale: Duration = .zero, retry: RetryCount = .never) -> Machine {
         Machine(configuration: .init(maximumEntries: max, timeToLive: ttl, staleWhileRevalidate: stale, retry: retry))
     }
 
     /// Registers a waiter through the fast path + request, as the owner does.
     static func ask(
-        _ machine: inout Machine, _ key: Int, _ waiter: String, force: Bool = false, at now: Duration = .zero
+        _ machine: inout Machine, _ key: Int, _ waiter: String, force: Bool = false, at now: Int64 = .zero
     ) -> Machine.RequestAction {
         switch machine.fastPath(key: key, hashValue: key.hashValue, forceUpdate: force, now: now) {
         case .hit(let value, let refresh): return .deliverCached(value, refresh: refresh)
@@ -299,3 +312,8 @@ import TaskKitTestSupport
     struct TestFailure: Error {}
 }
 
+
+extension Int64 {
+    /// `seconds` in the machine's unit, nanoseconds (so tests read `now: .seconds(12)`).
+    fileprivate static func seconds(_ seconds: Int64) -> Int64 { seconds * 1_000_000_000 }
+}
