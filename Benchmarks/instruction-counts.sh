@@ -54,7 +54,7 @@ done
 echo
 printf '%-32s %s\n' workload "instructions/caller (n/100=$((n / 100)) batches of 100, least of 3 runs)"
 batches=$(( n / 100 > 0 ? n / 100 : 1 ))
-for workload in gate-merged actor-merged monotask-merged; do
+for workload in gate-merged actor-merged monotask-merged keyedmonotask-merged; do
     best=""
     for _ in 1 2 3; do
         base=$(count "$workload" 0)

@@ -39,6 +39,8 @@ enum TaskStoreWorkload: String, CaseIterable {
     case lockedDictionaryHit = "locked-dictionary-hit"
     /// A batch of 100 callers merged into one `MonoTask` execution (issue 20's merge).
     case monoTaskMerged = "monotask-merged"
+    /// A batch of 100 callers merged into one `KeyedMonoTask` load of one key (issue 35).
+    case keyedMonoTaskMerged = "keyedmonotask-merged"
     /// The same batch on the hand-written actor holding a `Task`.
     case actorMerged = "actor-merged"
     /// The floor of a batch: 100 task-group children waiting for one gate.
@@ -84,6 +86,8 @@ enum TaskStoreWorkload: String, CaseIterable {
             for _ in 0..<n { await actorMergedBatch() }
         case .gateMerged:
             for _ in 0..<n { await gateMergedBatch() }
+        case .keyedMonoTaskMerged:
+            for _ in 0..<n { await keyedMonoTaskMergedBatch() }
         case .keyedMonoTaskHit:
             let sum = await keyedMonoTaskHits(n)
             precondition(sum == n, "every hit returned the cached value")

@@ -103,3 +103,23 @@ public func gateMergedBatch() async {
         precondition(sum == 42 * callers, "every caller gets the one result")
     }
 }
+
+/// 100 callers join one `KeyedMonoTask` load of one key, which completes once all have joined
+/// (issue 35's "1,000 keys x 100 callers", one key of it).
+public func keyedMonoTaskMergedBatch() async {
+    let gate = BenchGate()
+    let cache = KeyedMonoTask<Int, Int>(maximumEntries: 1_000) { key in
+        await gate.wait()
+        return key
+    }
+    await withTaskGroup(of: Int.self) { group in
+        for _ in 0..<callers {
+            group.addTask { (try? await cache.value(for: 42)) ?? -1 }
+        }
+        while cache.counters.merges < callers - 1 { await Task.yield() }
+        gate.open()
+        var sum = 0
+        for await value in group { sum += value }
+        precondition(sum == 42 * callers, "every caller gets the one result")
+    }
+}

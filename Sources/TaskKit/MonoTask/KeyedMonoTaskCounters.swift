@@ -34,6 +34,7 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
     mutating func recordMerge() { merges += 1 }
 
     /// Adds `other`'s counts to these (one shard's to the sum).
+    @usableFromInline
     mutating func add(_ other: Self) {
         hits += other.hits
         staleHits += other.staleHits

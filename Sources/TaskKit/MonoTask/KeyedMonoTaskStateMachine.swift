@@ -47,8 +47,13 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             maximumCost: Int? = nil, jitter: RetryJitter = .system
         ) {
             self.maximumEntries = maximumEntries
-            self.timeToLive = timeToLive.map(KeyedMonoTaskStateMachine.nanoseconds) ?? Self.forever
-            self.usableFor = timeToLive.map { KeyedMonoTaskStateMachine.nanoseconds($0 + staleWhileRevalidate) } ?? Self.forever
+            if let timeToLive {
+                self.timeToLive = KeyedMonoTaskStateMachine.nanoseconds(timeToLive)
+                self.usableFor = KeyedMonoTaskStateMachine.nanoseconds(timeToLive + staleWhileRevalidate)
+            } else {
+                self.timeToLive = Self.forever
+                self.usableFor = Self.forever
+            }
             self.retry = retry
             self.maximumCost = maximumCost
             self.jitter = jitter
@@ -223,22 +228,24 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         return lastWaiterID
     }
 
-    /// A caller asks for the value of `key`.
+    /// A caller asks for the value of `key`, whose `hashValue` the owner computed.
     ///
     /// Inlinable, so that the common cases (a usable value, a load in flight to join) run
     /// specialised in the caller's module, without generic metadata lookups; the two cases that
     /// start a load are out of line.
     @inlinable
     mutating func request(
-        key: Key, waiter: Waiter, id: WaiterID, forceUpdate: Bool, now: Int64, callerCancelled: Bool = false
+        key: Key, hashValue: Int, waiter: Waiter, id: WaiterID, forceUpdate: Bool, now: Int64,
+        callerCancelled: Bool = false
     ) -> RequestAction {
-        guard let slot = table.find(key) else {
+        guard let bucket = table.findBucket(key, hashValue: hashValue) else {
             if callerCancelled { return .callerCancelled }
             return loadNewEntry(key: key, waiter: WaiterEntry(id: id, waiter: waiter))
         }
-        if !forceUpdate, let hit = cacheHit(bucket: table.bucket(of: slot), now: now) {
+        if !forceUpdate, let hit = cacheHit(bucket: bucket, now: now) {
             return .deliverCached(hit.value, refresh: hit.refresh)
         }
+        let slot = table.buckets[bucket]!.slot
         if callerCancelled { return .callerCancelled }
         let running = table[slot].load
         if running != 0 {

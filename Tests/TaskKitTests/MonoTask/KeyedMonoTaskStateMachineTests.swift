@@ -164,7 +164,8 @@ import TaskKitTestSupport
     ) -> Machine.RequestAction {
         switch machine.fastPath(key: key, hashValue: key.hashValue, forceUpdate: force, now: now) {
         case .hit(let value, let refresh): return .deliverCached(value, refresh: refresh)
-        case .miss(let id): return machine.request(key: key, waiter: waiter, id: id, forceUpdate: force, now: now)
+        case .miss(let id):
+            return machine.request(key: key, hashValue: key.hashValue, waiter: waiter, id: id, forceUpdate: force, now: now)
         }
     }
 
