@@ -375,7 +375,11 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         } else {
             detachedLoads -= 1
         }
-        return .finish(waiters: load.waiters.map(\.waiter), result: result, next: next, released: released)
+        // An index loop, not `map`: unspecialised, `map` reads each element through a coroutine.
+        var waiters: [Waiter] = []
+        waiters.reserveCapacity(load.waiters.count)
+        for index in 0..<load.waiters.count { waiters.append(load.waiters[index].waiter) }
+        return .finish(waiters: waiters, result: result, next: next, released: released)
     }
 
     /// Another shard's load finished with the cache above a bound and nothing left to evict

@@ -37,8 +37,10 @@ extension Array {
         with result: Result<Value, any Error>
     ) -> [@Sendable (Result<Value, any Error>) -> Void] where Element == MonoWaiter<Value> {
         var callbacks: [@Sendable (Result<Value, any Error>) -> Void] = []
-        for waiter in self {
-            switch waiter {
+        // An index loop: this runs unspecialised (in a load's task), where `for … in` reads
+        // each element through `Collection`'s subscript coroutine, one allocation per waiter.
+        for index in 0..<count {
+            switch self[index] {
             case .async(let continuation):
                 continuation.resume(returning: result)
             case .callback(let callback):
