@@ -174,17 +174,21 @@ public final class TaskManager: Sendable {
     @inlinable
     func spawnDirectExecution<T: ManagedTask>(of task: T, box: TaskBox<T>, id: Int) {
         let storage = self.storage
-        // Empty without interceptors; with them, they ran on the box's task (which a value type's
-        // interceptor may have changed) before the manager let it execute.
-        let adapters = storage.interceptors
         box.publishExecution(Task {
             let result: Result<T.SuccessValue, any Error>
             do {
-                let task = adapters.isEmpty ? task : box.interceptedTask
-                for adapter in adapters {
-                    try await adapter.adapt(task: task)
+                // Without interceptors, `task` runs; with them, the box's task, which ran through
+                // them (a value type's interceptor may have changed it) before the manager let it
+                // execute.
+                if storage.interceptors.isEmpty {
+                    result = .success(try await task.execute())
+                } else {
+                    let task = box.interceptedTask
+                    for adapter in storage.interceptors {
+                        try await adapter.adapt(task: task)
+                    }
+                    result = .success(try await task.execute())
                 }
-                result = .success(try await task.execute())
             } catch {
                 result = .failure(error)
             }
