@@ -564,8 +564,7 @@ import Testing
 
     @Test func aVerdictThatHoldsDiscardsOrReleasesABatchTakesTheGeneralWay() throws {
         var h = Harness(interceptors: 1)
-        let addedA = h.addIntercepting("a")
-        let (a, _, _) = try #require(addedA)
+        let a = try h.addInterceptingOrFail("a")
         #expect(h.directIntercepted(a, [.hold]) == (false, []))
         #expect(h.machine.batchCount(of: 0) == 1)
         // Held tasks released by a verdict go first: the released task and this one queue.
@@ -573,8 +572,7 @@ import Testing
         let (b, counts, _) = try #require(addedB)
         #expect(counts == [1])
         #expect(h.directIntercepted(b, [.execute]) == (false, ["execute(a#1)", "execute(b#1)"]))
-        let addedC = h.addIntercepting("c")
-        let (c, _, _) = try #require(addedC)
+        let c = try h.addInterceptingOrFail("c")
         #expect(h.directIntercepted(c, [.discard]) == (false, ["terminate(c,discarded)"]))
         h.executed(a)
         h.executed(b)
@@ -584,8 +582,7 @@ import Testing
 
     @Test func aTerminationDuringTheOwnersInterceptionAppliesWhenTheVerdictReturns() throws {
         var h = Harness(interceptors: 1)
-        let addedA = h.addIntercepting("a")
-        let (a, _, _) = try #require(addedA)
+        let a = try h.addInterceptingOrFail("a")
         #expect(h.cancel(a) == [])
         #expect(h.directIntercepted(a, [.execute]) == (false, ["terminate(a,cancelled)"]))
         #expect(h.directExecuted(a) == (false, []))
@@ -601,8 +598,7 @@ import Testing
         #expect(plain.machine.isIdle && reacted.machine.isIdle)
         // No free slot: refused; the task added the general way is intercepted when one frees.
         var limited = Harness(interceptors: 1, maxConcurrentTasks: 1)
-        let addedA = limited.addIntercepting("a")
-        let (a, _, _) = try #require(addedA)
+        let a = try limited.addInterceptingOrFail("a")
         #expect(limited.directIntercepted(a, [.execute]) == (true, []))
         #expect(limited.addIntercepting("b") == nil)
         let b = limited.add("b")
@@ -816,6 +812,13 @@ struct TaskManagerMachineHarness {
         names[added.id] = name
         last = []
         return added
+    }
+
+    /// Adds a task that the owner intercepts itself; records a test failure and throws when the
+    /// machine refuses it. Returns its identifier.
+    mutating func addInterceptingOrFail(_ name: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> Int {
+        let added = addIntercepting(name)
+        return try #require(added, sourceLocation: sourceLocation).id
     }
 
     /// Reports the owner's interception of `id` (one command per interceptor).
