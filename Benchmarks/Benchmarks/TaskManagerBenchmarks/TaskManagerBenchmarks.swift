@@ -15,9 +15,10 @@
 //   times. Both sides run the same task objects, made before the sample's clock starts (as an
 //   independent harness does), so the ratio compares the two ways of running them, not
 //   allocation both pay. "… (no interceptor) / TaskGroup" is the same without the interceptor.
-//   Pairing cancels most of a shared machine's noise, not all of it: a process keeping one
-//   core busy moves this ratio by a quarter (Benchmarks/NOTES.md, 2026-11-27); read the
-//   ratio's p50 and spread, and the instruction counts (`instruction-counts.sh`).
+//   Pairing cancels much of a shared machine's noise, not all of it: on this VM the throughput
+//   ratio moved little when the manager's instructions per task fell by a quarter
+//   (Benchmarks/NOTES.md, 2026-11-27), so read the ratio's p50 and spread together with the
+//   instruction counts (`instruction-counts.sh`), and check a bar on a quiet machine.
 // - "value(of:) round trip" / "addTask + next() round trip": one task at a time, awaited before
 //   the next (`value(of:)` on a manager without interceptors, and on one with a pass-through
 //   interceptor, which is what a user with an interceptor runs; `addTask` then `next()` on one
