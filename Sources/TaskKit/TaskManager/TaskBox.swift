@@ -12,10 +12,13 @@ import Synchronization
 /// by a lock acquisition. A termination that arrives during interception is deferred by the
 /// state machine until the interceptors are done, so `didCancel` never reads `task` while an
 /// interceptor writes it. A stale execution (cancelled or timed out) may still write `outcome`
-/// after its task ended, but nobody reads the outcome of an ended task. A job of
-/// ``TaskManager/value(of:after:timeout:)``'s direct lane writes neither: it hands its result to
-/// the caller through the awaited hand-over (`awaiter` and `answer` in the subclass, with their
-/// own protocol, described at ``TaskBox/awaitValue()``) once the machine granted the delivery.
+/// after its task ended, but nobody reads the outcome of an ended task. A job of the direct
+/// lane (``TaskManager/value(of:after:timeout:)``, ``TaskManager/add(task:startImmediately:after:timeout:completeOn:completion:)``)
+/// writes neither: it reads `task` once the interception ended (the machine registered it
+/// executing under the lock before the job was spawned) and hands its result to the caller's
+/// completion, or through the awaited hand-over (`awaiter` and `answer` in the subclass, with
+/// their own protocol, described at ``TaskBox/awaitValue()``), once the machine granted the
+/// delivery.
 /// `executionJob` follows its own protocol, described at ``publishExecution(_:)``. `context` is
 /// written once, before the box is shared. Everything else is `let` or atomic.
 ///
