@@ -8,10 +8,14 @@ import Logging
 // renamed to the Swift-first name to use instead, so the compiler's warning and fix-it lead a
 // port to it; the migration articles in TaskKit.docc list them. A `TimeInterval` here is a number
 // of seconds; NaN and a positive infinity have no nearest duration and stop the program with a
-// message naming the parameter. The seconds-based overloads that share their labels with a
-// `Duration` one are `@_disfavoredOverload`: otherwise `.zero`, which both `Double` and `Duration`
-// have, would pick the `Double` overload (an exact match beats an optional `Duration?`) and a
-// call written in the primary spelling would get the deprecation warning.
+// message naming the parameter. MonoTask's seconds-based initialisers, which share their labels
+// with initialisers taking a `Duration?`, are `@_disfavoredOverload`, the one underscored
+// attribute in the package: otherwise `.zero`, which both `Double` and `Duration` have, picks the
+// `Double` overload (an exact match beats an optional `Duration?`), so a call written in the
+// primary spelling gets the deprecation warning, and no other spelling of the overload keeps
+// `resultExpireDuration: .infinity` (a generic `some BinaryFloatingPoint` loses `.infinity`). A
+// `TimeInterval` twin of a non-optional `Duration` parameter (`capped(at:)`,
+// `nextDelay(atLeast:)`) needs no attribute: `.zero` resolves to the `Duration` one.
 
 extension RetryCount {
     /// Monstra's nested name for ``IntervalProxy``: `RetryCount.IntervalProxy.exponentialBackoff(…)`
@@ -130,7 +134,6 @@ extension IntervalProxy {
     }
 
     /// The seconds-based spelling of `capped(at: Duration)`: the cap in seconds; a negative value is 0.
-    @_disfavoredOverload
     @available(*, deprecated, renamed: "capped(at:)", message: "pass the cap as a Duration")
     public func capped(at maximumTimeInterval: TimeInterval) -> IntervalProxy {
         capped(at: Self.delay(maximumTimeInterval, "maximumTimeInterval"))
@@ -175,7 +178,6 @@ extension RetrySchedule {
     public var lastTimeInterval: TimeInterval? { lastDelay?.timeInterval }
 
     /// The seconds-based spelling of `nextDelay(atLeast: Duration)`: the minimum in seconds.
-    @_disfavoredOverload
     @available(*, deprecated, renamed: "nextDelay(atLeast:)", message: "pass the minimum as a Duration")
     public mutating func nextDelay(atLeast minimum: TimeInterval) -> Duration? {
         var generator = SystemRandomNumberGenerator()
@@ -205,11 +207,9 @@ extension MonoTask {
         tracing: TaskTracing = .none,
         task: @escaping CallbackExecution
     ) {
-        let (timeToLive, refresh) = Self.durations(resultExpireDuration, refreshAfter)
         self.init(
-            retry: retry, resultExpireDuration: timeToLive, refreshAfter: refresh, taskQueue: taskQueue,
-            callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel, tracing: tracing,
-            task: task
+            retry: retry, seconds: (resultExpireDuration, refreshAfter), callbackQueue: callbackQueue, clock: clock,
+            logger: logger, metricsLabel: metricsLabel, tracing: tracing, body: .callback(task, taskQueue)
         )
     }
 
@@ -234,10 +234,9 @@ extension MonoTask {
         tracing: TaskTracing = .none,
         task: @escaping AsyncExecution
     ) {
-        let (timeToLive, refresh) = Self.durations(resultExpireDuration, refreshAfter)
         self.init(
-            retry: retry, resultExpireDuration: timeToLive, refreshAfter: refresh, callbackQueue: callbackQueue,
-            clock: clock, logger: logger, metricsLabel: metricsLabel, tracing: tracing, task: task
+            retry: retry, seconds: (resultExpireDuration, refreshAfter), callbackQueue: callbackQueue, clock: clock,
+            logger: logger, metricsLabel: metricsLabel, tracing: tracing, body: .async(task)
         )
     }
 
@@ -262,7 +261,7 @@ extension MonoTask {
         self.init(
             retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter,
             callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel, tracing: tracing,
-            task: task
+            body: .async(task)
         )
     }
 
@@ -274,6 +273,20 @@ extension MonoTask {
         shouldRestartWhenIDLE: Bool
     ) {
         clearResult(ongoingExecutionStrategy: ongoingExecutionStrategy, restartWhenIdle: shouldRestartWhenIDLE)
+    }
+
+    /// The initialiser the seconds-based ones forward to: `seconds` are their
+    /// `resultExpireDuration` and `refreshAfter`, taken as by ``durations(_:_:)``.
+    private convenience init(
+        retry: RetryCount, seconds: (resultExpireDuration: TimeInterval, refreshAfter: TimeInterval?),
+        callbackQueue: DispatchQueue, clock: some Clock<Duration>, logger: Logger, metricsLabel: String?,
+        tracing: TaskTracing, body: Body
+    ) {
+        let (timeToLive, refresh) = Self.durations(seconds.resultExpireDuration, seconds.refreshAfter)
+        self.init(
+            retry: retry, resultExpireDuration: timeToLive, refreshAfter: refresh, callbackQueue: callbackQueue,
+            clock: clock, logger: logger, metricsLabel: metricsLabel, tracing: tracing, body: body
+        )
     }
 
     /// The seconds of the Monstra initialisers as durations: `.infinity` is `nil` (cached until

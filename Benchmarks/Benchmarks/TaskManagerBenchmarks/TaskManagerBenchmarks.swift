@@ -12,13 +12,19 @@
 // - "TaskManager (one pass-through interceptor) / TaskGroup, paired": one sample runs 100,000
 //   tasks through each side twice, interleaved (subject, baseline, baseline, subject), and
 //   records the manager's time in percent of the task group's (`ratio %`) and both per-task
-//   times. Pairing cancels most of a shared machine's noise: read the ratio's p50 and spread.
+//   times. Both sides run the same task objects, made before the sample's clock starts (as an
+//   independent harness does), so the ratio compares the two ways of running them, not
+//   allocation both pay. "… (no interceptor) / TaskGroup" is the same without the interceptor.
+//   Pairing cancels much of a shared machine's noise, not all of it: on this VM the throughput
+//   ratio moved little when the manager's instructions per task fell by a quarter
+//   (Benchmarks/NOTES.md, 2026-11-27), so read the ratio's p50 and spread together with the
+//   instruction counts (`instruction-counts.sh`), and check a bar on a quiet machine.
 // - "value(of:) round trip" / "addTask + next() round trip": one task at a time, awaited before
-//   the next (`value(of:)` on a manager without interceptors; `addTask` then `next()` on one
+//   the next (`value(of:)` on a manager without interceptors, and on one with a pass-through
+//   interceptor, which is what a user with an interceptor runs; `addTask` then `next()` on one
 //   task group); 1,000 per sample (`scalingFactor: .kilo`), so figures are per round trip. The
-//   paired benchmarks interleave 10 x 1,000 of each per sample: `value(of:)` on a manager
-//   without interceptors (the direct lane), and on one with a pass-through interceptor (the
-//   general lane, which a manager with interceptors, reactors, a tracer or metrics takes).
+//   paired benchmarks interleave 10 x 1,000 of each per sample, with and without the
+//   interceptor.
 //
 // Figures are per sample (100,000 tasks): divide `mallocCountTotal` by 100,000 for mallocs per
 // task. The ratio is TaskManager's wall clock over the baseline's, from the same run.
@@ -73,14 +79,12 @@ let benchmarks: @Sendable () -> Void = {
 
     Benchmark("TaskManager (one pass-through interceptor) / TaskGroup: 100,000 trivial tasks, paired", configuration: pairedThroughput) {
         benchmark in
-        let durations = await pairedDurations(
-            rounds: 2,
-            subject: { await runThroughManager(TaskManager(interceptors: [TaskManagerBenchPassThrough()])) },
-            baseline: { await runThroughTaskGroup() }
-        )
-        benchmark.measurement(ratioMetric, durations.percent)
-        benchmark.measurement(subjectPerTaskMetric, PairedDurations.nanoseconds(durations.subject, per: 2 * taskCount))
-        benchmark.measurement(baselinePerTaskMetric, PairedDurations.nanoseconds(durations.baseline, per: 2 * taskCount))
+        await measurePairedThroughput(benchmark) { TaskManager(interceptors: [TaskManagerBenchPassThrough()]) }
+    }
+
+    Benchmark("TaskManager (no interceptor) / TaskGroup: 100,000 trivial tasks, paired", configuration: pairedThroughput) {
+        benchmark in
+        await measurePairedThroughput(benchmark) { TaskManager() }
     }
 
     // MARK: One task's round trip
@@ -95,6 +99,14 @@ let benchmarks: @Sendable () -> Void = {
 
     Benchmark("TaskManager: value(of:) round trip", configuration: roundTrip) { benchmark in
         let manager = TaskManager()
+        benchmark.startMeasurement()
+        for index in benchmark.scaledIterations {
+            blackHole(try await manager.value(of: TaskManagerBenchTrivialTask(index)))
+        }
+    }
+
+    Benchmark("TaskManager: value(of:) round trip, one pass-through interceptor", configuration: roundTrip) { benchmark in
+        let manager = TaskManager(interceptors: [TaskManagerBenchPassThrough()])
         benchmark.startMeasurement()
         for index in benchmark.scaledIterations {
             blackHole(try await manager.value(of: TaskManagerBenchTrivialTask(index)))
@@ -123,6 +135,21 @@ let benchmarks: @Sendable () -> Void = {
     ) { benchmark in
         await measurePairedRoundTrips(benchmark, manager: TaskManager(interceptors: [TaskManagerBenchPassThrough()]))
     }
+}
+
+/// One sample of a paired throughput benchmark: 2 rounds of `taskCount` tasks through a new
+/// manager and through a task group, interleaved, over the same task objects (made before the
+/// clock starts); records the ratio and both per-task times.
+func measurePairedThroughput(_ benchmark: Benchmark, manager: () -> TaskManager) async {
+    let tasks = (0..<taskCount).map(TaskManagerBenchTrivialTask.init)
+    let durations = await pairedDurations(
+        rounds: 2,
+        subject: { await runThroughManager(manager(), tasks: tasks) },
+        baseline: { await runThroughTaskGroup(tasks: tasks) }
+    )
+    benchmark.measurement(ratioMetric, durations.percent)
+    benchmark.measurement(subjectPerTaskMetric, PairedDurations.nanoseconds(durations.subject, per: 2 * taskCount))
+    benchmark.measurement(baselinePerTaskMetric, PairedDurations.nanoseconds(durations.baseline, per: 2 * taskCount))
 }
 
 /// One sample of a paired round-trip benchmark: 10 rounds of `roundTrips` through `manager` and
@@ -168,11 +195,11 @@ func roundTripsThroughTaskGroup() async {
     precondition(sum == roundTrips * (roundTrips - 1) / 2, "every round trip returned its value")
 }
 
-/// Runs `taskCount` trivial tasks in a bare task group.
-func runThroughTaskGroup() async {
+/// Runs `taskCount` trivial tasks in a bare task group (`tasks`, or new ones made as it goes).
+func runThroughTaskGroup(tasks: [TaskManagerBenchTrivialTask]? = nil) async {
     let sum = await withTaskGroup(of: Int.self) { group in
         for index in 0..<taskCount {
-            let task = TaskManagerBenchTrivialTask(index)
+            let task = tasks?[index] ?? TaskManagerBenchTrivialTask(index)
             group.addTask { (try? await task.execute()) ?? 0 }
         }
         var sum = 0
@@ -185,11 +212,12 @@ func runThroughTaskGroup() async {
 let taskCount = 100_000
 let expectedSum = taskCount * (taskCount - 1) / 2
 
-/// Adds `taskCount` trivial tasks to `manager` and waits for all of them.
-func runThroughManager(_ manager: TaskManager) async {
+/// Adds `taskCount` trivial tasks to `manager` (`tasks`, or new ones made as it goes) and waits
+/// for all of them.
+func runThroughManager(_ manager: TaskManager, tasks: [TaskManagerBenchTrivialTask]? = nil) async {
     let sum = TaskManagerBenchSum()
     for index in 0..<taskCount {
-        manager.add(task: TaskManagerBenchTrivialTask(index)) { result in
+        manager.add(task: tasks?[index] ?? TaskManagerBenchTrivialTask(index)) { result in
             if case .success(let value) = result { sum.add(value) }
         }
     }

@@ -154,8 +154,9 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         )
     }
 
-    /// The initialiser both public ones forward to, with the task block as a `Body`.
-    private init(
+    /// The initialiser every other one forwards to (the public ones here, the compatibility
+    /// spellings in `Compatibility.swift`), with the task block as a `Body`.
+    init(
         retry: RetryCount, resultExpireDuration: Duration?, refreshAfter: Duration?,
         callbackQueue: DispatchQueue, clock: some Clock<Duration>, logger: Logger, metricsLabel: String?,
         tracing: TaskTracing, body: Body

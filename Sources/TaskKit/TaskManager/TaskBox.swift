@@ -12,12 +12,20 @@ import Synchronization
 /// by a lock acquisition. A termination that arrives during interception is deferred by the
 /// state machine until the interceptors are done, so `didCancel` never reads `task` while an
 /// interceptor writes it. A stale execution (cancelled or timed out) may still write `outcome`
-/// after its task ended, but nobody reads the outcome of an ended task. A job of
-/// ``TaskManager/value(of:after:timeout:)``'s direct lane writes neither: it hands its result to
-/// the caller through the awaited hand-over (`awaiter` and `answer` in the subclass, with their
-/// own protocol, described at ``TaskBox/awaitValue()``) once the machine granted the delivery.
+/// after its task ended, but nobody reads the outcome of an ended task. A job of the direct
+/// lane (``TaskManager/value(of:after:timeout:)``, ``TaskManager/add(task:startImmediately:after:timeout:completeOn:completion:)``)
+/// writes neither: it reads `task` once the interception ended (the machine registered it
+/// executing under the lock before the job was spawned) and hands its result to the caller's
+/// completion, or through the awaited hand-over (`awaiter` and `answer` in the subclass, with
+/// their own protocol, described at ``TaskBox/awaitValue()``), once the machine granted the
+/// delivery.
 /// `executionJob` follows its own protocol, described at ``publishExecution(_:)``. `context` is
 /// written once, before the box is shared. Everything else is `let` or atomic.
+///
+/// Because each of these protocols orders every access to its field, no two accesses overlap,
+/// and the mutable fields are `@exclusivity(unchecked)`: Swift's dynamic exclusivity check of a
+/// class's stored property costs about 20 instructions per access, and a task's boxes are
+/// accessed about nine times on the general lane (callgrind, `Benchmarks/NOTES.md`).
 @usableFromInline
 class AnyTaskBox: @unchecked Sendable {
     /// `none` → `published` (a job is stored in `executionJob`) → `none` (retired before the
@@ -28,7 +36,7 @@ class AnyTaskBox: @unchecked Sendable {
 
     private let executionState = Atomic<UInt8>(0)
     /// The Swift task running the current execution; see ``publishExecution(_:)``.
-    private var executionJob: Task<Void, Never>?
+    @exclusivity(unchecked) private var executionJob: Task<Void, Never>?
 
     /// Makes `job`, the Swift task just spawned for the next execution of this task, reachable
     /// by ``cancelExecution()`` (without the manager's lock), or cancels it at once if the
@@ -92,10 +100,11 @@ class AnyTaskBox: @unchecked Sendable {
     /// The instrumentation context where the task was added (with a tracer): the parent of its
     /// spans. Written by ``TaskManagerStorage/add(_:startImmediately:delay:)`` before the box is
     /// shared.
-    final var context: TaskTraceContext?
+    @exclusivity(unchecked) final var context: TaskTraceContext?
 
-    /// Adapts and executes the task, storing the result; returns whether reactors may see it.
-    func run(adapters interceptors: [any Interceptor]) async -> Bool { fatalError("abstract") }
+    /// Adapts and executes the task, storing the result; returns whether reactors may see it. Runs
+    /// on the executor of its caller, the execution job (`nonisolated(nonsending)`: no hop on entry).
+    nonisolated(nonsending) func run(adapters interceptors: [any Interceptor]) async -> Bool { fatalError("abstract") }
 
     /// ``run(adapters:)`` inside a span of `tracer` named after the task's type.
     func run(adapters interceptors: [any Interceptor], tracer: any TaskTracer) async -> Bool {
@@ -162,15 +171,15 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     /// `Result<T.SuccessValue, any Error>` for every delivery.
     @usableFromInline typealias Delivery = @Sendable (Completion, TaskOutcome) -> Void
 
-    private var task: T
+    @exclusivity(unchecked) private var task: T
     /// The latest execution's outcome.
-    private var outcome: TaskOutcome?
-    private let completion: Completion?
+    @exclusivity(unchecked) private var outcome: TaskOutcome?
+    @usableFromInline let completion: Completion?
     /// Set with `completion`; see ``Delivery``.
     private let delivery: Delivery?
-    private let queue: DispatchQueue?
+    @usableFromInline let queue: DispatchQueue?
     /// Whether the caller awaits the outcome through ``awaitValue()`` instead of a completion.
-    private let awaited: Bool
+    @usableFromInline let awaited: Bool
     /// ``awaitValue()``'s hand-over: ``idle`` → ``waiting`` (the continuation is stored) or
     /// ``answered`` (the answer is stored); `waiting` → `answered`.
     @usableFromInline let handOver = Atomic<UInt8>(0)
@@ -220,6 +229,12 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
 
     override var succeeded: Bool { outcome?.succeeded ?? false }
 
+    /// The task as the interceptors left it, for the execution job of
+    /// ``TaskManager/value(of:after:timeout:)``'s direct lane, which reads it after the
+    /// interception ended (the manager's lock orders the two).
+    @usableFromInline
+    var interceptedTask: T { task }
+
     override func run(adapters interceptors: [any Interceptor], tracer: any TaskTracer) async -> Bool {
         await tracer.withInternalSpan(String(describing: T.self), parent: context) { span in
             let reactable = await run(adapters: interceptors)
@@ -228,7 +243,7 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
         }
     }
 
-    override func run(adapters interceptors: [any Interceptor]) async -> Bool {
+    override nonisolated(nonsending) func run(adapters interceptors: [any Interceptor]) async -> Bool {
         let task = self.task
         do {
             for interceptor in interceptors {
@@ -284,6 +299,29 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
                 expected: Self.idle, desired: Self.waiting, ordering: .acquiringAndReleasing
             )
             if !exchanged, let answer = answer.take() { Self.resume(continuation, with: answer) }
+        }
+    }
+
+    /// Delivers `result` of an execution that the caller's code spawned (the direct lane of
+    /// ``TaskManager/value(of:after:timeout:)`` and ``TaskManager/add(task:startImmediately:after:timeout:completeOn:completion:)``)
+    /// to the caller, as ``deliverResult(then:)`` does a stored outcome, then reports the
+    /// delivery's return to `storage`. Specialised in the caller's module: the value reaches the
+    /// caller's continuation or completion typed, without boxing.
+    @inlinable
+    func deliverDirectly(_ result: Result<T.SuccessValue, any Error>, reportingTo storage: TaskManagerStorage) {
+        if awaited {
+            answerAwaiter(with: result)
+            return storage.deliveryReturned()
+        }
+        guard let completion else { return storage.deliveryReturned() }
+        if let queue {
+            queue.async {
+                completion(result)
+                storage.deliveryReturned()
+            }
+        } else {
+            completion(result)
+            storage.deliveryReturned()
         }
     }
 

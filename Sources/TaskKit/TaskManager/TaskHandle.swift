@@ -7,6 +7,7 @@ public struct TaskHandle: Sendable, Hashable, CustomStringConvertible {
     public let identifier: Int
     let storage: TaskManagerStorage
 
+    @usableFromInline
     init(identifier: Int, storage: TaskManagerStorage) {
         self.identifier = identifier
         self.storage = storage

@@ -120,6 +120,10 @@ public final class TaskManager: Sendable {
         let box = TaskBox(task: task, timeout: timeout, queue: completeOn, completion: completion) {
             completion, outcome in completion(outcome.result(as: T.SuccessValue.self))
         }
+        if startImmediately, (after ?? .zero) == .zero, let (id, execute) = storage.addDirectly(box) {
+            if execute { spawnDirectExecution(of: task, box: box, id: id) }
+            return TaskHandle(identifier: id, storage: storage)
+        }
         return storage.add(box, startImmediately: startImmediately, delay: after)
     }
 
@@ -140,8 +144,9 @@ public final class TaskManager: Sendable {
         Self.checkTiming(after: after, timeout: timeout, in: "value(of:)")
         // The caller awaits the box itself: no completion closure, no separate one-shot.
         let box = TaskBox(awaiting: task, timeout: timeout)
-        if (after ?? .zero) == .zero, !Task.isCancelled, let id = storage.addExecuting(box) {
-            return try await directValue(of: task, box: box, id: id)
+        if (after ?? .zero) == .zero, !Task.isCancelled, let (id, execute) = storage.addDirectly(box) {
+            if execute { return try await directValue(of: task, box: box, id: id) }
+            return try await awaitAnswer(of: box, id: id, start: false)
         }
         // A caller that is cancelled already adds the task unstarted: the cancellation handler
         // runs at once and ends it before it can start. Any other caller adds it started, in one
@@ -152,25 +157,45 @@ public final class TaskManager: Sendable {
     }
 
     /// The rest of ``value(of:after:timeout:)`` for a task the manager registered as executing
-    /// (``TaskManagerStorage/addExecuting(_:)``): the execution job is spawned here, specialised
-    /// for `T`, and answers the caller with the typed result, with no action lists between.
-    /// Ends as the general way does: a cancellation reaches the task through the manager.
+    /// (``TaskManagerStorage/addDirectly(_:)``): the execution job is spawned here, specialised
+    /// for `T`, runs the adapters and the task, and answers the caller with the typed result,
+    /// with no action lists between. Ends as the general way does: a cancellation reaches the
+    /// task through the manager.
     @inlinable
     func directValue<T: ManagedTask>(of task: T, box: TaskBox<T>, id: Int) async throws -> T.SuccessValue {
+        spawnDirectExecution(of: task, box: box, id: id)
+        return try await awaitAnswer(of: box, id: id, start: false)
+    }
+
+    /// Spawns the execution of task `id`, registered as executing by
+    /// ``TaskManagerStorage/addDirectly(_:)``, specialised for `T`: the job runs the adapters and
+    /// the task, reports the end to the manager, and when the manager grants the delivery hands
+    /// the typed result to the caller (``TaskBox/deliverDirectly(_:reportingTo:)``).
+    @inlinable
+    func spawnDirectExecution<T: ManagedTask>(of task: T, box: TaskBox<T>, id: Int) {
         let storage = self.storage
         box.publishExecution(Task {
             let result: Result<T.SuccessValue, any Error>
             do {
-                result = .success(try await task.execute())
+                // Without interceptors, `task` runs; with them, the box's task, which ran through
+                // them (a value type's interceptor may have changed it) before the manager let it
+                // execute.
+                if storage.interceptors.isEmpty {
+                    result = .success(try await task.execute())
+                } else {
+                    let task = box.interceptedTask
+                    for adapter in storage.interceptors {
+                        try await adapter.adapt(task: task)
+                    }
+                    result = .success(try await task.execute())
+                }
             } catch {
                 result = .failure(error)
             }
             if storage.directExecutionEnded(id: id) {
-                box.answerAwaiter(with: result)
-                storage.deliveryReturned()
+                box.deliverDirectly(result, reportingTo: storage)
             }
         })
-        return try await awaitAnswer(of: box, id: id, start: false)
     }
 
     /// Awaits the answer of `box`, the box of task `id`, starting the task first when `start`

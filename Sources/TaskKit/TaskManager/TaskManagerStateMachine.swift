@@ -330,6 +330,55 @@ struct TaskManagerStateMachine<Payload, Job> {
         return (true, actions)
     }
 
+    /// Registers a task and hands it to the owner's interceptors at once, as
+    /// ``add(payload:startImmediately:delay:timeout:)`` would for a started task with no delay,
+    /// when nothing else stands between its start and its interception: the manager has
+    /// interceptors and no reactors, no reaction suspends the queue, no interception is in
+    /// progress or queued, and a slot is free (the conditions under which the general way would
+    /// return ``Action/intercept(id:payload:batchCounts:)`` for it alone). Returns its
+    /// identifier, the interceptors' batch counts and the duration of the deadline timer to start
+    /// (as ``addExecuting(payload:timeout:)``); the owner runs the interceptors and reports with
+    /// ``directInterceptionFinished(id:verdict:)``. `nil` (nothing changed) when the task must
+    /// take the general way.
+    mutating func addIntercepting(payload: Payload, timeout: Duration?) -> (id: Int, batchCounts: [Int], deadline: Duration?)? {
+        guard interceptorCount > 0, reactorConfigurations.isEmpty, suspensions == 0, !interceptionInProgress,
+            interceptionQueue.isEmpty, runningCount < maximumRunning
+        else { return nil }
+        let id = entries.insert(Entry(payload: payload, phase: .intercepting, needsInterception: true))
+        activeCount += 1
+        interceptionInProgress = true
+        return (id, batchCounts, timeout)
+    }
+
+    /// The interceptors are done with task `id`, added with ``addIntercepting(payload:timeout:)``
+    /// (or intercepted the general way). When the verdict executes it and it may start at once
+    /// (no task released by the verdict or waiting for a slot goes before it, and a slot is
+    /// free), it is registered executing as attempt 1 and `execute` is `true`: the owner spawns
+    /// the execution and reports it with ``directExecutionFinished(id:)``. Otherwise `execute`
+    /// is `false`, and the actions are the ones ``interceptionFinished(id:verdict:)`` returns.
+    mutating func directInterceptionFinished(id: Int, verdict: InterceptVerdict) -> (execute: Bool, actions: ActionList) {
+        var actions = ActionList()
+        if verdict.decision == .execute, verdict.releasing.isEmpty, deferredTerminations.isEmpty, readyQueue.isEmpty,
+            suspensions == 0, runningCount < maximumRunning, interceptionInProgress
+        {
+            let started = entries.update(id) { entry -> Bool in
+                guard entry.phase == .intercepting, entry.attempt == 0 else { return false }
+                entry.phase = .executing
+                entry.needsInterception = false
+                entry.attempt = 1
+                return true
+            }
+            if started == true {
+                interceptionInProgress = false
+                runningCount += 1
+                pump(into: &actions)
+                return (true, actions)
+            }
+        }
+        interceptionFinished(id: id, verdict: verdict, into: &actions)
+        return (false, actions)
+    }
+
     /// Starts a task added with `startImmediately: false`. Harmless in any other state.
     mutating func start(id: Int) -> ActionList {
         var actions = ActionList()
@@ -378,9 +427,16 @@ struct TaskManagerStateMachine<Payload, Job> {
 
     /// The interceptors are done with task `id`; `verdict` combines their commands.
     mutating func interceptionFinished(id: Int, verdict: InterceptVerdict) -> ActionList {
+        var actions = ActionList()
+        interceptionFinished(id: id, verdict: verdict, into: &actions)
+        return actions
+    }
+
+    /// ``interceptionFinished(id:verdict:)``, appending the actions to `actions` (the owner's
+    /// list being drained: no list of its own to make, move and destroy).
+    mutating func interceptionFinished(id: Int, verdict: InterceptVerdict, into actions: inout ActionList) {
         precondition(interceptionInProgress, "interceptionFinished without an interception")
         interceptionInProgress = false
-        var actions = ActionList()
         // Leave `intercepting` first: `terminate` defers anything that finds the task there, so
         // a deferred termination or a discard applied in that phase would never complete it.
         let wasIntercepting = entries.update(id) { entry -> Bool in
@@ -391,7 +447,7 @@ struct TaskManagerStateMachine<Payload, Job> {
         }
         guard wasIntercepting == true else {
             pump(into: &actions)
-            return actions
+            return
         }
         for interceptor in verdict.releasing where !batches[interceptor].isEmpty {
             // Identifiers grow in add order; a batch may be out of order after a requeue.
@@ -416,7 +472,6 @@ struct TaskManagerStateMachine<Payload, Job> {
             }
         }
         pump(into: &actions)
-        return actions
     }
 
     /// Attempt `attempt` of task `id` finished and its result is stored in the payload.

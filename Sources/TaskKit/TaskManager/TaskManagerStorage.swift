@@ -19,7 +19,7 @@ final class TaskManagerStorage: Sendable {
     }
 
     private let state: LockedState<State>
-    let interceptors: [any Interceptor]
+    @usableFromInline let interceptors: [any Interceptor]
     let reactors: [any Reactor]
     private let reactorConfigurations: [ReactorConfiguration]
     let clock: any Clock<Duration>
@@ -28,8 +28,15 @@ final class TaskManagerStorage: Sendable {
     let metrics: TaskManagerMetrics?
     /// The tracing seam, with a `tracing:` other than `.none`; `nil` (no span, no context) without.
     let tracer: (any TaskTracer)?
-    /// Whether ``addExecuting(_:)`` may take a task: no interceptors, reactors, tracer or metrics.
-    private let directLane: Bool
+    /// Which direct lane ``addDirectly(_:)`` may take a task through: ``DirectLane/executing``
+    /// with no interceptors, reactors, tracer or metrics; ``DirectLane/intercepting`` with
+    /// interceptors and none of the others.
+    private let directLane: DirectLane?
+
+    private enum DirectLane {
+        case executing
+        case intercepting
+    }
 
     init(
         interceptors: [any Interceptor], reactors: [any Reactor], maxConcurrentTasks: Int?,
@@ -38,7 +45,8 @@ final class TaskManagerStorage: Sendable {
     ) {
         self.metrics = metrics
         self.tracer = tracer
-        self.directLane = interceptors.isEmpty && reactors.isEmpty && metrics == nil && tracer == nil
+        self.directLane = !reactors.isEmpty || metrics != nil || tracer != nil
+            ? nil : interceptors.isEmpty ? .executing : .intercepting
         self.interceptors = interceptors
         self.reactors = reactors
         let configurations = reactors.map(\.configuration)
@@ -72,25 +80,52 @@ final class TaskManagerStorage: Sendable {
         return TaskHandle(identifier: id, storage: self)
     }
 
-    /// Registers `box` as executing at once, for a caller that spawns and reports the execution
-    /// itself (``TaskManager/value(of:after:timeout:)``'s direct lane): possible when the manager
-    /// has no interceptors, reactors, tracer or metrics and a slot is free (see
-    /// ``TaskManagerStateMachine/addExecuting(payload:timeout:)``). Returns the task's
-    /// identifier, or `nil` when the task must be added with ``add(_:startImmediately:delay:)``
-    /// instead (nothing was registered).
+    /// Adds `box` started, for a caller that spawns and reports the execution itself when it
+    /// may (``TaskManager/value(of:after:timeout:)``'s direct lane), in one of two ways:
+    ///
+    /// - With no interceptors, reactors, tracer or metrics, and a free slot: registers it as
+    ///   executing at once (see ``TaskManagerStateMachine/addExecuting(payload:timeout:)``).
+    /// - With interceptors (and no reactors, tracer or metrics), when no other task is being
+    ///   intercepted or waits for it and a slot is free: runs the interceptors on it here, as the
+    ///   `intercept` action would, and when their verdict lets it start at once registers it as
+    ///   executing (see ``TaskManagerStateMachine/addIntercepting(payload:timeout:)`` and
+    ///   ``TaskManagerStateMachine/directInterceptionFinished(id:verdict:)``); otherwise the
+    ///   task goes on the general way (held, queued for a slot, discarded or terminated), and
+    ///   `execute` is `false`.
+    ///
+    /// Returns the task's identifier and whether the caller is to spawn its execution (attempt 1,
+    /// adapters first) and report it with ``directExecutionEnded(id:)``; `nil` when the
+    /// task must be added with ``add(_:startImmediately:delay:)`` instead (nothing was
+    /// registered).
     @usableFromInline
-    func addExecuting(_ box: AnyTaskBox) -> Int? {
-        guard directLane else { return nil }
-        let timeout = box.effectiveTimeout
-        guard let (id, deadline) = state.withLock({ state -> (Int, Duration?)? in
-            state.shuttingDown ? nil : state.machine.addExecuting(payload: box, timeout: timeout)
-        }) else { return nil }
-        logger.trace("task added", metadata: ["task": "\(id)"])
-        if let deadline { perform([.startTimer(id: id, kind: .deadline, duration: deadline)]) }
-        return id
+    func addDirectly(_ box: AnyTaskBox) -> (id: Int, execute: Bool)? {
+        switch directLane {
+        case nil:
+            return nil
+        case .executing:
+            let timeout = box.effectiveTimeout
+            guard let (id, deadline) = state.withLock({ state -> (Int, Duration?)? in
+                state.shuttingDown ? nil : state.machine.addExecuting(payload: box, timeout: timeout)
+            }) else { return nil }
+            logger.trace("task added", metadata: ["task": "\(id)"])
+            if let deadline { perform([.startTimer(id: id, kind: .deadline, duration: deadline)]) }
+            return (id, true)
+        case .intercepting:
+            let timeout = box.effectiveTimeout
+            guard let (id, batchCounts, deadline) = state.withLock({ state -> (Int, [Int], Duration?)? in
+                state.shuttingDown ? nil : state.machine.addIntercepting(payload: box, timeout: timeout)
+            }) else { return nil }
+            logger.trace("task added", metadata: ["task": "\(id)"])
+            if let deadline { perform([.startTimer(id: id, kind: .deadline, duration: deadline)]) }
+            let verdict = box.intercept(interceptors, batchCounts: batchCounts)
+            logger.trace("task intercepted", metadata: ["task": "\(id)", "verdict": "\(verdict.decision)"])
+            let (execute, actions) = state.withLock { $0.machine.directInterceptionFinished(id: id, verdict: verdict) }
+            if !actions.isEmpty { perform(actions) }
+            return (id, execute)
+        }
     }
 
-    /// The execution of a task added with ``addExecuting(_:)`` ended; returns whether its caller
+    /// The execution of a task that ``addDirectly(_:)`` let its caller spawn ended; returns whether its caller
     /// is to be answered with its result (then call ``deliveryReturned()`` once it is), `false`
     /// when the task ended otherwise meanwhile (the result is dropped).
     @usableFromInline
@@ -218,7 +253,7 @@ final class TaskManagerStorage: Sendable {
         case .intercept(let id, let box, let batchCounts):
             let verdict = box.intercept(interceptors, batchCounts: batchCounts)
             logger.trace("task intercepted", metadata: ["task": "\(id)", "verdict": "\(verdict.decision)"])
-            followUps.append(contentsOf: state.withLock { $0.machine.interceptionFinished(id: id, verdict: verdict) })
+            state.withLock { $0.machine.interceptionFinished(id: id, verdict: verdict, into: &followUps) }
 
         case .execute(let id, let box, let attempt):
             // Two jobs, so that an untraced execution runs the code it runs without tracing: a

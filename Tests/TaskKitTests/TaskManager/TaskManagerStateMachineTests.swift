@@ -537,6 +537,79 @@ import Testing
         #expect(h.machine.unfinishedCount == 0)
     }
 
+    // MARK: The direct lane with interceptors (the owner intercepts, then spawns)
+
+    @Test func aTaskItsOwnerInterceptsExecutesAtOnceWhenTheVerdictLetsIt() throws {
+        var h = Harness(interceptors: 1)
+        let addedA = h.addIntercepting("a", timeout: .seconds(3))
+        let (a, counts, deadline) = try #require(addedA)
+        #expect(counts == [0])
+        #expect(deadline == .seconds(3))
+        #expect(h.machine.state(of: a) == .pending)
+        #expect(h.machine.unfinishedCount == 1)
+        // One interception at a time: the next task queues behind it, the general way.
+        #expect(h.addIntercepting("b") == nil)
+        let b = h.add("b")
+        #expect(h.last == [])
+        #expect(h.directIntercepted(a, [.execute]) == (true, ["intercept(b,[0])"]))
+        #expect(h.machine.state(of: a) == .executing)
+        #expect(h.machine.runningCount == 1)
+        #expect(h.registerTimer(a, .deadline) == false)
+        #expect(h.directExecuted(a) == (true, ["cancel(deadline:a)"]))
+        #expect(h.intercepted(b, [.execute]) == ["execute(b#1)"])
+        #expect(h.executed(b) == ["deliver(b)"])
+        h.returnAll()
+        #expect(h.machine.isIdle)
+    }
+
+    @Test func aVerdictThatHoldsDiscardsOrReleasesABatchTakesTheGeneralWay() throws {
+        var h = Harness(interceptors: 1)
+        let a = try h.addInterceptingOrFail("a")
+        #expect(h.directIntercepted(a, [.hold]) == (false, []))
+        #expect(h.machine.batchCount(of: 0) == 1)
+        // Held tasks released by a verdict go first: the released task and this one queue.
+        let addedB = h.addIntercepting("b")
+        let (b, counts, _) = try #require(addedB)
+        #expect(counts == [1])
+        #expect(h.directIntercepted(b, [.execute]) == (false, ["execute(a#1)", "execute(b#1)"]))
+        let c = try h.addInterceptingOrFail("c")
+        #expect(h.directIntercepted(c, [.discard]) == (false, ["terminate(c,discarded)"]))
+        h.executed(a)
+        h.executed(b)
+        h.returnAll()
+        #expect(h.machine.isIdle)
+    }
+
+    @Test func aTerminationDuringTheOwnersInterceptionAppliesWhenTheVerdictReturns() throws {
+        var h = Harness(interceptors: 1)
+        let a = try h.addInterceptingOrFail("a")
+        #expect(h.cancel(a) == [])
+        #expect(h.directIntercepted(a, [.execute]) == (false, ["terminate(a,cancelled)"]))
+        #expect(h.directExecuted(a) == (false, []))
+        h.returnAll()
+        #expect(h.machine.isIdle)
+    }
+
+    @Test func theOwnersInterceptionIsRefusedWhenSomethingElseStandsBetween() throws {
+        var plain = Harness()
+        #expect(plain.addIntercepting("a") == nil)
+        var reacted = Harness(interceptors: 1, reactors: [ReactorConfiguration()])
+        #expect(reacted.addIntercepting("a") == nil)
+        #expect(plain.machine.isIdle && reacted.machine.isIdle)
+        // No free slot: refused; the task added the general way is intercepted when one frees.
+        var limited = Harness(interceptors: 1, maxConcurrentTasks: 1)
+        let a = try limited.addInterceptingOrFail("a")
+        #expect(limited.directIntercepted(a, [.execute]) == (true, []))
+        #expect(limited.addIntercepting("b") == nil)
+        let b = limited.add("b")
+        #expect(limited.last == [])
+        #expect(limited.directExecuted(a) == (true, ["intercept(b,[0])"]))
+        #expect(limited.intercepted(b, [.execute]) == ["execute(b#1)"])
+        limited.executed(b)
+        limited.returnAll()
+        #expect(limited.machine.isIdle)
+    }
+
     // MARK: Concurrency limit
 
     @Test func theConcurrencyLimitIsHonoured() {
@@ -729,6 +802,33 @@ struct TaskManagerMachineHarness {
         names[id] = name
         last = []
         return (id, deadline)
+    }
+
+    /// Adds a task that the owner intercepts itself; `nil` when the machine refuses it.
+    mutating func addIntercepting(
+        _ name: String, timeout: Duration? = nil
+    ) -> (id: Int, batchCounts: [Int], deadline: Duration?)? {
+        guard let added = machine.addIntercepting(payload: name, timeout: timeout) else { return nil }
+        names[added.id] = name
+        last = []
+        return added
+    }
+
+    /// Adds a task that the owner intercepts itself; records a test failure and throws when the
+    /// machine refuses it. Returns its identifier.
+    mutating func addInterceptingOrFail(_ name: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> Int {
+        let added = addIntercepting(name)
+        return try #require(added, sourceLocation: sourceLocation).id
+    }
+
+    /// Reports the owner's interception of `id` (one command per interceptor).
+    mutating func directIntercepted(_ id: Int, _ commands: [InterceptCommand]) -> (execute: Bool, actions: [String]) {
+        var verdict = InterceptVerdict()
+        for (index, command) in commands.enumerated() {
+            verdict.record(command, from: index, batchCount: machine.batchCount(of: index))
+        }
+        let (execute, actions) = machine.directInterceptionFinished(id: id, verdict: verdict)
+        return (execute, record(actions))
     }
 
     /// Reports the end of a direct task's execution; a delivery it grants counts as outstanding.
