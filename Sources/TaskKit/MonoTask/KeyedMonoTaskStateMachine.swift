@@ -61,7 +61,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
 
         /// The time to live of `nil` (kept until invalidated or evicted): about 73 years in
         /// nanoseconds, an age that no offset read from a clock since the cache's creation reaches.
-        static var forever: Int64 { Int64.max / 4 }
+        static var forever: Int64 { Duration.keyedMonoTaskForever }
 
         /// Whether a success is kept at all (`false` when both durations are zero).
         var keepsResults: Bool { usableFor > 0 }
@@ -180,11 +180,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
 
     /// `duration` in whole nanoseconds, clamped to ±``Configuration/forever``.
     static func nanoseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        let limit = Configuration.forever / 1_000_000_000
-        if seconds >= limit { return Configuration.forever }
-        if seconds <= -limit { return -Configuration.forever }
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        duration.keyedMonoTaskNanoseconds
     }
 
     @inlinable
@@ -514,3 +510,20 @@ extension KeyedMonoTaskStateMachine.FastPathAction: Sendable where Key: Sendable
 extension KeyedMonoTaskStateMachine.RequestAction: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
 extension KeyedMonoTaskStateMachine.AttemptFinishedAction: Sendable
 where Key: Sendable, Value: Sendable, Waiter: Sendable {}
+
+extension Duration {
+    /// About 73 years in nanoseconds: the age a value kept "forever" never reaches.
+    static var keyedMonoTaskForever: Int64 { Int64.max / 4 }
+
+    /// This duration in whole nanoseconds, clamped to about ±73 years
+    /// (``KeyedMonoTaskStateMachine/Configuration/forever``): the unit of ``KeyedMonoTask``'s
+    /// machine and of ``MonoTaskTimeSource/nowNanoseconds()``.
+    var keyedMonoTaskNanoseconds: Int64 {
+        let forever = Self.keyedMonoTaskForever
+        let (seconds, attoseconds) = components
+        let limit = forever / 1_000_000_000
+        if seconds >= limit { return forever }
+        if seconds <= -limit { return -forever }
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}

@@ -24,7 +24,7 @@ struct ClockTimeSource<C: Clock<Duration>>: MonoTaskTimeSource {
     }
 
     func nowNanoseconds() -> Int64 {
-        KeyedMonoTaskStateMachine<Int, Int, Int>.nanoseconds(now())
+        now().keyedMonoTaskNanoseconds
     }
 
     func sleep(for duration: Duration) async throws {
@@ -42,7 +42,7 @@ struct ContinuousClockTimeSource: MonoTaskTimeSource {
     }
 
     func nowNanoseconds() -> Int64 {
-        KeyedMonoTaskStateMachine<Int, Int, Int>.nanoseconds(now())
+        now().keyedMonoTaskNanoseconds
     }
 
     func sleep(for duration: Duration) async throws {
