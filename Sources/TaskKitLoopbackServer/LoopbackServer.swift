@@ -548,19 +548,26 @@ final class RawListener: Sendable {
     }
 
     /// Waits `duration`; `false` as soon as the client closes the connection (or sends more).
+    ///
+    /// Looks at the socket every millisecond with a non-blocking read rather than racing an
+    /// awaited read against a sleep: cancelling a FlyingSocks read that has only just started
+    /// makes ThreadSanitizer report its cancellation state (initialised on one thread, read by
+    /// the cancelling one through the uninstrumented concurrency runtime) as a race.
     private static func waitUnlessClosed(_ connection: AsyncSocket, for duration: Duration) async -> Bool {
-        await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                _ = try? await connection.read(atMost: 1)
-                return false
+        let deadline = ContinuousClock.now + duration
+        while true {
+            do {
+                _ = try connection.socket.read(atMost: 1)
+                return false  // the client sent more than one request's worth
+            } catch SocketError.blocked {
+                // Nothing to read: the client is still waiting.
+            } catch {
+                return false  // closed or reset
             }
-            group.addTask {
-                try? await Task.sleep(for: duration)
-                return true
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
+            let now = ContinuousClock.now
+            guard now < deadline else { return true }
+            guard !Task.isCancelled else { return false }  // the server is stopping
+            try? await Task.sleep(for: min(.milliseconds(1), deadline - now))
         }
     }
 
