@@ -63,7 +63,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     @usableFromInline let shardMask: Int
     /// The entry count and total cost of all shards.
     let occupancy: KeyedMonoTaskOccupancy
-    @usableFromInline let time: any MonoTaskTimeSource
+    @usableFromInline let time: InlineTimeSource
     private let load: @Sendable (Key) async throws -> Value
     /// The cost of a loaded value, with a cost bound; `nil` without.
     private let cost: (@Sendable (Key, Value) -> Int)?
@@ -196,7 +196,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             Shard(Machine(configuration: configuration, occupancy: occupancy))
         }
         self.shardMask = shardCount - 1
-        self.time = makeTimeSource(clock)
+        self.time = InlineTimeSource(clock)
         self.load = load
         self.cost = cost
         self.metrics = metricsLabel.map { MonoTaskMetrics(label: $0, keyed: true) }
@@ -282,8 +282,11 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     func lookUp(_ key: Key, forceUpdate: Bool) -> Lookup {
         let now = time.nowNanoseconds()
         let hashValue = key.hashValue
-        // The shard is borrowed from the array, not bound to a local: no retain and release on a
-        // hit. A refresh (rare) looks it up again.
+        // The shard is borrowed from the array, not bound to a local. (It is still retained for
+        // the critical section: the lock's slow paths are opaque calls, across which the
+        // compiler cannot prove the array keeps it. An `unowned(unsafe)` copy or a borrow
+        // through the array's buffer did not remove that retain.) A refresh (rare) looks the
+        // shard up again.
         let fast = shards[Self.shardIndex(hashValue: hashValue, mask: shardMask)].withLock {
             $0.fastPath(key: key, hashValue: hashValue, forceUpdate: forceUpdate, now: now)
         }

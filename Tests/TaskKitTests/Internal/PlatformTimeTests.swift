@@ -51,6 +51,19 @@ struct PlatformTimeTests {
         #expect(makeTimeSource(CoarseContinuousClock()) is LinuxCoarseContinuousTime)
     }
 
+    /// The inline reading a `KeyedMonoTask` hit makes is the coarse source's: same origin, same
+    /// ticks; any other clock is read through its source.
+    @Test func theInlineReadingIsTheCoarseSourcesReading() {
+        let inline = InlineTimeSource(CoarseContinuousClock())
+        #expect(inline.coarseOrigin != nil)
+        let before = inline.source.nowNanoseconds()
+        let read = inline.nowNanoseconds()
+        let after = inline.source.nowNanoseconds()
+        #expect(before <= read && read <= after)
+        #expect(read >= 0 && read <= Int64(Self.tick.components.attoseconds / 1_000_000_000) * 2 + 1_000_000)
+        #expect(InlineTimeSource(ContinuousClock()).coarseOrigin == nil)
+    }
+
     /// A `KeyedMonoTask` on the default clock keeps a value for its time to live and loads again
     /// after it. (On a loaded machine the first two calls may already be a time to live apart:
     /// then the second one loads too, and only the load after the sleep is checked.)
