@@ -19,6 +19,11 @@ final class MonoTaskMetrics: Sendable {
     let failures: Counter
     /// `taskkit_keyed_evictions` (``KeyedMonoTask`` only): cached values evicted by a bound.
     let evictions: Counter?
+    /// `taskkit_keyed_batches` (``KeyedMonoTask`` only): calls of a batch loader (retries not
+    /// counted).
+    let batches: Counter?
+    /// `taskkit_keyed_batch_keys` (``KeyedMonoTask`` only): the number of keys of each batch.
+    let batchKeys: Recorder?
 
     init(label: String, keyed: Bool) {
         let name = ("name", label)
@@ -28,6 +33,8 @@ final class MonoTaskMetrics: Sendable {
         executionDuration = CoreMetrics.Timer(label: "taskkit_monotask_execution_duration", dimensions: [name])
         failures = Counter(label: "taskkit_monotask_failures", dimensions: [name])
         evictions = keyed ? Counter(label: "taskkit_keyed_evictions", dimensions: [name]) : nil
+        batches = keyed ? Counter(label: "taskkit_keyed_batches", dimensions: [name]) : nil
+        batchKeys = keyed ? Recorder(label: "taskkit_keyed_batch_keys", dimensions: [name]) : nil
     }
 
     /// Counts a request answered from the cache. Not inlinable: the inlined hit paths of
@@ -36,6 +43,12 @@ final class MonoTaskMetrics: Sendable {
     @usableFromInline
     func recordHit() {
         hits.increment()
+    }
+
+    /// Counts a batch of `keys` keys.
+    func recordBatch(keys: Int) {
+        batches?.increment()
+        batchKeys?.record(keys)
     }
 
     /// Counts a request that did not hit the cache: `started` when it started a run.

@@ -64,9 +64,12 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// The entry count and total cost of all shards.
     let occupancy: KeyedMonoTaskOccupancy
     @usableFromInline let time: InlineTimeSource
-    private let load: @Sendable (Key) async throws -> Value
+    /// The loader of one key; `nil` with a batch loader.
+    private let load: (@Sendable (Key) async throws -> Value)?
+    /// The batch loader and its waiting keys; `nil` with a loader of one key.
+    @usableFromInline let batcher: KeyedMonoTaskBatcher<Key, Value>?
     /// The cost of a loaded value, with a cost bound; `nil` without.
-    private let cost: (@Sendable (Key, Value) -> Int)?
+    let cost: (@Sendable (Key, Value) -> Int)?
     /// The metric objects, with a `metricsLabel`; `nil` (no metric objects) without.
     @usableFromInline let metrics: MonoTaskMetrics?
     /// The tracing seam, with a `tracing:` other than `.none`; `nil` (no span, no context) without.
@@ -115,7 +118,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         self.init(
             entries: maximumEntries, costBound: nil, resultExpireDuration: resultExpireDuration,
             staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, costOf: nil,
-            metricsLabel: metricsLabel, tracing: tracing, load: load
+            metricsLabel: metricsLabel, tracing: tracing, loader: .single(load)
         )
     }
 
@@ -157,11 +160,17 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         self.init(
             entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
             staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, costOf: cost,
-            metricsLabel: metricsLabel, tracing: tracing, load: load
+            metricsLabel: metricsLabel, tracing: tracing, loader: .single(load)
         )
     }
 
-    private init(
+    /// How a cache loads: one key per call, or batches.
+    enum Loader {
+        case single(@Sendable (Key) async throws -> Value)
+        case batch(KeyedMonoTaskBatcher<Key, Value>)
+    }
+
+    init(
         entries maximumEntries: Int,
         costBound maximumCost: Int?,
         resultExpireDuration: Duration?,
@@ -171,7 +180,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         costOf cost: (@Sendable (Key, Value) -> Int)?,
         metricsLabel: String?,
         tracing: TaskTracing,
-        load: @escaping @Sendable (Key) async throws -> Value
+        loader: Loader
     ) {
         precondition(maximumEntries > 0, "KeyedMonoTask: maximumEntries must be > 0, got \(maximumEntries)")
         if let resultExpireDuration {
@@ -185,9 +194,21 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             "KeyedMonoTask: staleWhileRevalidate must be >= .zero, got \(staleWhileRevalidate)"
         )
         _ = retry.maximumRetries  // rejects a negative count with its own message
+        // With a batch loader the batch is retried as a whole (by the owner), never one key.
+        let keyRetry: RetryCount
+        switch loader {
+        case .single(let load):
+            keyRetry = retry
+            self.load = load
+            self.batcher = nil
+        case .batch(let batcher):
+            keyRetry = .never
+            self.load = nil
+            self.batcher = batcher
+        }
         let configuration = Machine.Configuration(
             maximumEntries: maximumEntries, timeToLive: resultExpireDuration,
-            staleWhileRevalidate: staleWhileRevalidate, retry: retry, maximumCost: maximumCost
+            staleWhileRevalidate: staleWhileRevalidate, retry: keyRetry, maximumCost: maximumCost
         )
         let shardCount = Self.shardCount(maximumEntries: maximumEntries)
         let occupancy = KeyedMonoTaskOccupancy()
@@ -197,7 +218,6 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         }
         self.shardMask = shardCount - 1
         self.time = InlineTimeSource(clock)
-        self.load = load
         self.cost = cost
         self.metrics = metricsLabel.map { MonoTaskMetrics(label: $0, keyed: true) }
         self.tracer = tracing.tracer
@@ -342,6 +362,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// - Parameter keys: The keys to look up.
     /// - Returns: One result per distinct key: the value, or the load's final error.
     public func values(for keys: some Sequence<Key> & Sendable) async -> [Key: Result<Value, any Error>] {
+        if let batcher { return await batchedValues(for: keys, batcher: batcher) }
         var results: [Key: Result<Value, any Error>] = [:]
         var unique: [Key] = []
         for key in keys where results.updateValue(.failure(CancellationError()), forKey: key) == nil {
@@ -425,7 +446,18 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         // paid 600 instructions a read).
         var sum = KeyedMonoTaskCounters()
         for index in 0..<shards.count { sum.add(shards[index].withLock { $0.counters }) }
+        if batcher != nil { addBatchCounts(to: &sum) }
         return sum
+    }
+
+    /// Adds the batch loader's counts to `counters`.
+    @usableFromInline
+    func addBatchCounts(to counters: inout KeyedMonoTaskCounters) {
+        guard let batcher else { return }
+        let counts = batcher.counts
+        counters.batches += counts.batches
+        counters.batchedKeys += counts.keys
+        counters.retries += counts.retries
     }
 
     /// Runs `body` on each shard's state machine under its lock, in shard order (tests).
@@ -481,6 +513,10 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///   parent of the load's); `false` for the follow-up loads a load starts.
     @usableFromInline
     func startLoad(_ start: Machine.StartLoad, in state: Shard, byCaller: Bool = true) {
+        if let batcher {
+            perform(batcher.enqueue(.init(start: start, shard: state)), batcher: batcher)
+            return
+        }
         let key = start.key
         let generation = start.generation
         guard let tracer else {
@@ -504,7 +540,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         while true {
             let result: Result<Value, any Error>
             do {
-                result = .success(try await load(key))
+                // `run` is only started without a batcher, where `load` is set.
+                result = .success(try await load!(key))
             } catch {
                 result = .failure(error)
             }
@@ -526,23 +563,30 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                 }
                 state.withLock { $0.retryDue(generation: generation) }
             case .finish(let waiters, let result, let next, let released):
-                withExtendedLifetime(released) {}
-                if let metrics {
-                    metrics.recordRun(duration: .nanoseconds(now &- started), result: result)
-                    metrics.recordEvictions(released.evictions)
-                }
-                if released.overBound { restoreBounds(besides: state) }
+                if let metrics { metrics.recordRun(duration: .nanoseconds(now &- started), result: result) }
                 span.finished(result, callers: waiters.count)
-                deliver(result, to: waiters)
-                if let next { startLoad(next, in: state, byCaller: false) }
+                finish(waiters: waiters, result: result, next: next, released: released, in: state)
                 return
             }
         }
     }
 
+    /// The end of a load of the shard `state`: destroys what it released, restores the bounds,
+    /// delivers `result` to `waiters` and starts the follow-up load `next`.
+    func finish(
+        waiters: [Waiter], result: Result<Value, any Error>, next: Machine.StartLoad?, released: Machine.Released,
+        in state: Shard
+    ) {
+        withExtendedLifetime(released) {}
+        if let metrics { metrics.recordEvictions(released.evictions) }
+        if released.overBound { restoreBounds(besides: state) }
+        deliver(result, to: waiters)
+        if let next { startLoad(next, in: state, byCaller: false) }
+    }
+
     /// The cache is above a bound and the shard `finished` had nothing more to evict: evicts
     /// from the other shards, one after the other, until the bounds hold.
-    private func restoreBounds(besides finished: Shard) {
+    func restoreBounds(besides finished: Shard) {
         var index = Int.random(in: 0..<shards.count)  // no shard always the one to give way
         for _ in shards.indices {
             index = (index + 1) & shardMask

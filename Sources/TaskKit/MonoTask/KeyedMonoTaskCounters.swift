@@ -26,6 +26,10 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
     public internal(set) var invalidations: Int = 0
     /// Async callers that left early because their own `Task` was cancelled.
     public internal(set) var callerCancellations: Int = 0
+    /// Calls of the batch loader (with one; retries of a batch are counted in ``retries``).
+    public internal(set) var batches: Int = 0
+    /// The keys those calls carried: `batchedKeys / batches` is the mean batch size.
+    public internal(set) var batchedKeys: Int = 0
 
     @usableFromInline
     mutating func recordHit() { hits += 1 }
@@ -46,6 +50,8 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
         evictions += other.evictions
         invalidations += other.invalidations
         callerCancellations += other.callerCancellations
+        batches += other.batches
+        batchedKeys += other.batchedKeys
     }
 
     /// Creates an all-zero snapshot.
@@ -55,6 +61,7 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
     public var description: String {
         "hits=\(hits) staleHits=\(staleHits) misses=\(misses) merges=\(merges) loads=\(loads) "
             + "retries=\(retries) failures=\(failures) evictions=\(evictions) "
-            + "invalidations=\(invalidations) callerCancellations=\(callerCancellations)"
+            + "invalidations=\(invalidations) callerCancellations=\(callerCancellations) "
+            + "batches=\(batches) batchedKeys=\(batchedKeys)"
     }
 }

@@ -391,6 +391,41 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         return released
     }
 
+    /// A batch load returned `value` for `key` besides the keys it was asked for: caches it,
+    /// as a finished load would, when the key has no entry (making room as a new key does, and
+    /// restoring the bounds without evicting it) or an idle one. A key whose load is in flight
+    /// is left to that load. `cost` is the value's cost with a cost bound.
+    mutating func cacheExtra(key: Key, value: Value, cost: Int = 0, now: Int64) -> Released {
+        var released = Released()
+        guard configuration.keepsResults else { return released }
+        if let maximumCost = configuration.maximumCost, cost > maximumCost { return released }
+        let slot: Int32
+        if let found = table.find(key) {
+            guard table[found].load == 0 else { return released }
+            slot = found
+            if let old = table[slot].value { released.values.append(old) }
+            table.beginLoad(slot, generation: UInt64.max)  // out of the queue while it changes
+        } else {
+            while isFull(), let evicted = table.evict(keepingHead: false) {
+                released.removed.append(evicted)
+                counters.evictions += 1
+                released.evictions += 1
+            }
+            slot = table.insertLoading(key, generation: UInt64.max)
+        }
+        table[slot].value = value
+        table[slot].storedAt = now
+        table.setCost(slot, cost)
+        table.endLoad(slot)
+        while isOverBound(), let evicted = table.evict(keepingHead: true) {
+            released.removed.append(evicted)
+            counters.evictions += 1
+            released.evictions += 1
+        }
+        released.overBound = isOverBound()
+        return released
+    }
+
     /// The backoff delay of load `generation` is over: its next attempt starts.
     mutating func retryDue(generation: Generation) {
         loads[generation]!.inBackoff = false

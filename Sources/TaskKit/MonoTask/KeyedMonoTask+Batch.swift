@@ -1,0 +1,318 @@
+extension KeyedMonoTask {
+    /// Creates a cache that loads the values of many keys in one call of `batchLoad`.
+    ///
+    /// Every key whose load begins in the same moment (any caller of ``value(for:forceUpdate:)``,
+    /// ``values(for:)`` or the callback form, and the background refreshes of stale values) goes
+    /// to `batchLoad` in one call, split into calls of at most `maximumBatchSize` keys. A key
+    /// reaches `batchLoad` once: a key that is cached, or whose load (alone or in a batch) is in
+    /// flight, is never asked for again; its callers get the cached value or join that load.
+    ///
+    /// *When a batch goes.* At once when `maximumBatchSize` keys wait. Otherwise after
+    /// `batchWindow` on `clock` (`.zero`, the default, adds no delay) and then as soon as the
+    /// tasks that asked have run on: the batch waits while yielding to them lets more keys arrive,
+    /// so keys asked for by tasks that run together (a GraphQL resolver's children, a task
+    /// group) share it. ``values(for:)`` sends all its missing keys in as few calls as
+    /// `maximumBatchSize` allows.
+    ///
+    /// *Results are per key.* The value `batchLoad` returns for a key is that key's result, cached
+    /// as a single load's would be. A key it was asked for and leaves out fails with
+    /// ``KeyedMonoTaskKeyNotLoaded`` (not cached). A key it returns without being asked is
+    /// cached too (unless its own load is in flight). When `batchLoad` throws, the batch's keys
+    /// fail with that error (not cached); keys of other batches are not affected. `retry`
+    /// retries the whole batch.
+    ///
+    /// *Context.* A batch runs in a task of its own, detached: none of its callers' task-local
+    /// values, tracing context or priority reach it, and none of them cancels it. With tracing,
+    /// each batch is one span, `KeyedMonoTask.batchLoad`, with no parent (a batch serves many
+    /// callers). Expiry, the bounds, stale-while-revalidate, ``invalidate(_:)``, cancellation of
+    /// callers and ``counters`` (with ``KeyedMonoTaskCounters/batches`` and
+    /// ``KeyedMonoTaskCounters/batchedKeys``) work as with a loader of one key.
+    ///
+    /// ```swift
+    /// let users = KeyedMonoTask<UserID, User>(maximumEntries: 10_000, maximumBatchSize: 100) { ids in
+    ///     try await database.users(ids: ids)  // one query for every id asked for together
+    /// }
+    /// async let ada = users.value(for: 1)
+    /// async let alan = users.value(for: 2)
+    /// _ = try await (ada, alan)  // one call of the batch loader, with [1, 2]
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - maximumEntries: The most entries held, cached or loading; must be greater than 0.
+    ///   - maximumCost: With `cost`, the most total cost of the cached values, as for
+    ///     ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:retry:clock:metricsLabel:tracing:cost:load:)``;
+    ///     `nil` (default): no cost bound. Must not be negative; given together with `cost`.
+    ///   - resultExpireDuration: How long a success stays fresh, counted from its batch's end.
+    ///     As for ``init(maximumEntries:resultExpireDuration:staleWhileRevalidate:retry:clock:metricsLabel:tracing:load:)``.
+    ///   - staleWhileRevalidate: As for the loader of one key; the refreshes are batched too.
+    ///   - retry: How a failed batch is retried, as a whole. Default: no retry.
+    ///   - maximumBatchSize: The most keys in one call of `batchLoad`; must be greater than 0.
+    ///   - batchWindow: How long a batch waits for more keys, on `clock`, before it goes (a full
+    ///     batch goes at once). Default `.zero`: no wait beyond letting the asking tasks run on.
+    ///     Must not be negative.
+    ///   - clock: The clock for expiry, the batch window and the retry backoff.
+    ///   - metricsLabel: As for the loader of one key; a batch also counts
+    ///     `taskkit_keyed_batches` and records its size in `taskkit_keyed_batch_keys`.
+    ///   - tracing: As for the loader of one key, with one span per batch (see *Context*).
+    ///   - cost: With `maximumCost`, the cost of a loaded value; must not be negative.
+    ///   - batchLoad: Loads the values of the keys it is given (distinct, at most
+    ///     `maximumBatchSize`), returning them by key. Runs in a task of its own, never under a
+    ///     lock; a key is in at most one call in flight at a time (except after
+    ///     ``invalidate(_:)``).
+    public convenience init(
+        maximumEntries: Int,
+        maximumCost: Int? = nil,
+        resultExpireDuration: Duration? = .zero,
+        staleWhileRevalidate: Duration = .zero,
+        retry: RetryCount = .never,
+        maximumBatchSize: Int,
+        batchWindow: Duration = .zero,
+        clock: some Clock<Duration> = CoarseContinuousClock(),
+        metricsLabel: String? = nil,
+        tracing: TaskTracing = .none,
+        cost: (@Sendable (Key, Value) -> Int)? = nil,
+        batchLoad: @escaping @Sendable ([Key]) async throws -> [Key: Value]
+    ) {
+        precondition(maximumBatchSize > 0, "KeyedMonoTask: maximumBatchSize must be > 0, got \(maximumBatchSize)")
+        precondition(batchWindow >= .zero, "KeyedMonoTask: batchWindow must be >= .zero, got \(batchWindow)")
+        precondition(
+            (maximumCost == nil) == (cost == nil),
+            "KeyedMonoTask: maximumCost and cost must be given together (maximumCost: \(String(describing: maximumCost)), cost: \(cost == nil ? "nil" : "given"))"
+        )
+        if let maximumCost {
+            precondition(maximumCost >= 0, "KeyedMonoTask: maximumCost must be >= 0, got \(maximumCost)")
+        }
+        _ = retry.maximumRetries  // rejects a negative count with its own message
+        let batcher = KeyedMonoTaskBatcher<Key, Value>(
+            maximumBatchSize: maximumBatchSize, window: batchWindow, retry: retry, load: batchLoad
+        )
+        self.init(
+            entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
+            staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, costOf: cost,
+            metricsLabel: metricsLabel, tracing: tracing, loader: .batch(batcher)
+        )
+    }
+
+    typealias Batcher = KeyedMonoTaskBatcher<Key, Value>
+
+    /// How many times the dispatch task yields, at most, while keys keep arriving.
+    static var dispatchYields: Int { 16 }
+
+    /// Does what the batcher decided.
+    func perform(_ action: Batcher.Action, batcher: Batcher) {
+        switch action {
+        case .none:
+            break
+        case .scheduleDispatch:
+            Task.detached { await self.dispatch(batcher) }
+        case .run(let items):
+            Task.detached { await self.runBatch(items, batcher: batcher) }
+        }
+    }
+
+    /// The dispatch task: waits for the window, then while yielding lets more keys arrive, then
+    /// loads every waiting key.
+    private func dispatch(_ batcher: Batcher) async {
+        if batcher.window > .zero {
+            // This task is never cancelled, so the sleep ends at its deadline.
+            try? await time.sleep(for: batcher.window)
+        }
+        var seen = -1
+        for _ in 0..<Self.dispatchYields {
+            let count = batcher.pendingCount
+            if count == seen { break }
+            seen = count
+            await Task.yield()
+        }
+        let batches = batcher.takeAll()
+        guard let last = batches.last else { return }
+        for batch in batches.dropLast() {
+            Task.detached { await self.runBatch(batch, batcher: batcher) }
+        }
+        await runBatch(last, batcher: batcher)
+    }
+
+    /// Loads one batch, in a span of its own with a tracer.
+    private func runBatch(_ items: [Batcher.Item], batcher: Batcher) async {
+        guard let tracer else {
+            await loadBatch(items, batcher: batcher, span: UntracedRun())
+            return
+        }
+        await tracer.withInternalSpan("KeyedMonoTask.batchLoad", parent: nil) { span in
+            span.setAttribute("taskkit.keyed.batch_keys", items.count)
+            await self.loadBatch(items, batcher: batcher, span: TracedRun(span: span))
+        }
+    }
+
+    /// Calls the batch loader for `items` (retrying the batch as its policy says) and finishes
+    /// each key's load with its own result; caches the values returned for keys not asked for.
+    private func loadBatch(_ items: [Batcher.Item], batcher: Batcher, span: some RunSpan) async {
+        let started: Int64 = metrics == nil ? 0 : time.nowNanoseconds()
+        let keys = items.map(\.start.key)
+        var schedule = batcher.retry.makeSchedule()
+        var generator = SystemRandomNumberGenerator()
+        let outcome: Result<[Key: Value], any Error>
+        while true {
+            do {
+                outcome = .success(try await batcher.load(keys))
+                break
+            } catch {
+                guard let delay = schedule.nextDelay(using: &generator) else {
+                    outcome = .failure(error)
+                    break
+                }
+                batcher.recordRetry()
+                span.retried()
+                if delay > .zero {
+                    // This task is never cancelled, so the sleep ends at its deadline.
+                    try? await time.sleep(for: delay)
+                }
+            }
+        }
+        if let metrics {
+            metrics.recordBatch(keys: items.count)
+            metrics.recordRun(
+                duration: .nanoseconds(time.nowNanoseconds() &- started), result: outcome.map { _ in () }
+            )
+        }
+        var callers = 0
+        for item in items {
+            let result: Result<Value, any Error>
+            switch outcome {
+            case .success(let values):
+                result = values[item.start.key].map { .success($0) }
+                    ?? .failure(KeyedMonoTaskKeyNotLoaded(key: item.start.key))
+            case .failure(let error):
+                result = .failure(error)
+            }
+            callers += finishKey(item, result: result)
+        }
+        span.finished(outcome, callers: callers)
+        guard case .success(let values) = outcome, values.count > 0 else { return }
+        let asked = Set(keys)
+        for (key, value) in values where !asked.contains(key) {
+            cacheExtra(key: key, value: value)
+        }
+    }
+
+    /// Ends the load of one key of a batch with `result`; returns how many callers it served.
+    private func finishKey(_ item: Batcher.Item, result: Result<Value, any Error>) -> Int {
+        var valueCost = 0
+        if let cost, case .success(let value) = result {
+            valueCost = cost(item.start.key, value)
+            precondition(valueCost >= 0, "KeyedMonoTask: cost(_:_:) must return >= 0, got \(valueCost)")
+        }
+        let now = time.nowNanoseconds()
+        let action = item.shard.withLock { [valueCost] in
+            $0.attemptFinished(generation: item.start.generation, result: result, cost: valueCost, now: now)
+        }
+        guard case .finish(let waiters, let result, let next, let released) = action else {
+            // The machine of a batch-loading cache never retries one key.
+            preconditionFailure("KeyedMonoTask: a key of a batch was scheduled for a retry")
+        }
+        finish(waiters: waiters, result: result, next: next, released: released, in: item.shard)
+        return waiters.count
+    }
+
+    /// Caches `value`, which a batch returned for `key` without being asked.
+    private func cacheExtra(key: Key, value: Value) {
+        var valueCost = 0
+        if let cost {
+            valueCost = cost(key, value)
+            precondition(valueCost >= 0, "KeyedMonoTask: cost(_:_:) must return >= 0, got \(valueCost)")
+        }
+        let now = time.nowNanoseconds()
+        let state = shard(for: key)
+        let released = state.withLock { [valueCost] in
+            $0.cacheExtra(key: key, value: value, cost: valueCost, now: now)
+        }
+        withExtendedLifetime(released) {}
+        if let metrics { metrics.recordEvictions(released.evictions) }
+        if released.overBound { restoreBounds(besides: state) }
+    }
+
+    /// ``values(for:)`` with a batch loader: registers every key (hits are answered at once),
+    /// holding the batcher so that the missing keys go together, then waits for them.
+    func batchedValues(
+        for keys: some Sequence<Key> & Sendable, batcher: Batcher
+    ) async -> [Key: Result<Value, any Error>] {
+        var unique: [Key] = []
+        var seen = Set<Key>()
+        for key in keys where seen.insert(key).inserted { unique.append(key) }
+        guard !unique.isEmpty else { return [:] }
+        let collector = KeyedMonoTaskCollector<Key, Value>(keys: unique)
+        batcher.hold()
+        for key in unique {
+            value(for: key) { result in collector.deliver(key, result) }
+        }
+        perform(batcher.release(), batcher: batcher)
+        return await collector.results()
+    }
+}
+
+/// The results of a batched ``KeyedMonoTask/values(for:)`` call, delivered key by key by
+/// callbacks, and the one continuation that waits for all of them (or for the call's
+/// cancellation, which fails the keys still missing with `CancellationError`).
+final class KeyedMonoTaskCollector<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+    private struct State {
+        var results: [Key: Result<Value, any Error>] = [:]
+        var continuation: CheckedContinuation<[Key: Result<Value, any Error>], Never>?
+        /// The continuation was resumed (or its call was cancelled before it was stored).
+        var done = false
+        var cancelled = false
+    }
+
+    private let keys: [Key]
+    private let state = LockedState(State())
+
+    init(keys: [Key]) {
+        self.keys = keys
+    }
+
+    /// The result of `key` arrived; resumes the waiting call when it was the last.
+    func deliver(_ key: Key, _ result: Result<Value, any Error>) {
+        let resume = state.withLock { state -> (CheckedContinuation<[Key: Result<Value, any Error>], Never>, [Key: Result<Value, any Error>])? in
+            guard !state.done else { return nil }
+            state.results[key] = result
+            guard state.results.count == keys.count, let continuation = state.continuation else { return nil }
+            state.done = true
+            state.continuation = nil
+            return (continuation, state.results)
+        }
+        if let (continuation, results) = resume { continuation.resume(returning: results) }
+    }
+
+    /// Waits for every key's result; when the calling task is cancelled, returns at once with
+    /// `CancellationError` for the keys still missing.
+    func results() async -> [Key: Result<Value, any Error>] {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let ready = state.withLock { state -> [Key: Result<Value, any Error>]? in
+                    if state.results.count == keys.count || state.cancelled {
+                        state.done = true
+                        return filled(state.results)
+                    }
+                    state.continuation = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        } onCancel: {
+            let resume = state.withLock { state -> (CheckedContinuation<[Key: Result<Value, any Error>], Never>, [Key: Result<Value, any Error>])? in
+                state.cancelled = true
+                guard !state.done, let continuation = state.continuation else { return nil }
+                state.done = true
+                state.continuation = nil
+                return (continuation, filled(state.results))
+            }
+            if let (continuation, results) = resume { continuation.resume(returning: results) }
+        }
+    }
+
+    /// `results` with `CancellationError` for every key missing from it.
+    private func filled(_ results: [Key: Result<Value, any Error>]) -> [Key: Result<Value, any Error>] {
+        var all = results
+        for key in keys where all[key] == nil { all[key] = .failure(CancellationError()) }
+        return all
+    }
+}
