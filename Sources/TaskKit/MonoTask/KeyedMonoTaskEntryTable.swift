@@ -42,23 +42,12 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         @usableFromInline var slot: Int32
         /// Read since the eviction hand last passed the node (or since it entered the queue).
         /// Beside `slot`, in what was padding: a node is as large as without it.
-        @usableFromInline var read: Bool
+        @usableFromInline var read = false
         /// When `value` was stored, in nanoseconds from the owner's clock origin (a whole
         /// `Duration` would add 8 bytes to every node and 128-bit arithmetic to every hit).
         @usableFromInline var storedAt: Int64
         /// The generation of the load in flight for this key, `0` for none.
         @usableFromInline var load: UInt64
-
-        @usableFromInline
-        init(key: Key, value: Value?, hash: UInt32, slot: Int32, storedAt: Int64, load: UInt64) {
-            self.key = key
-            self.value = value
-            self.hash = hash
-            self.slot = slot
-            self.read = false
-            self.storedAt = storedAt
-            self.load = load
-        }
     }
 
     /// The queue links of a slot.
