@@ -50,20 +50,9 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         @usableFromInline var load: UInt64
     }
 
-    /// The queue links of a slot.
-    @usableFromInline
-    struct Link {
-        /// Towards the newer nodes (`none` for the head).
-        @usableFromInline var previous: Int32
-        /// Towards the older nodes (`none` for the tail).
-        @usableFromInline var next: Int32
-
-        @usableFromInline
-        init(previous: Int32, next: Int32) {
-            self.previous = previous
-            self.next = next
-        }
-    }
+    /// The queue links of a slot: `previous` towards the newer nodes (`none` for the head), `next`
+    /// towards the older nodes (`none` for the tail).
+    @usableFromInline typealias Link = (previous: Int32, next: Int32)
 
     /// What a removal took out of the table: the node. The owner destroys it after releasing its
     /// lock (the `deinit`s of its key and value are user code).
@@ -365,4 +354,3 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
 extension KeyedMonoTaskEntryTable: Sendable where Key: Sendable, Value: Sendable {}
 extension KeyedMonoTaskEntryTable.Node: Sendable where Key: Sendable, Value: Sendable {}
 extension KeyedMonoTaskEntryTable.Removed: Sendable where Key: Sendable, Value: Sendable {}
-extension KeyedMonoTaskEntryTable.Link: Sendable {}
