@@ -42,39 +42,17 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         @usableFromInline var slot: Int32
         /// Read since the eviction hand last passed the node (or since it entered the queue).
         /// Beside `slot`, in what was padding: a node is as large as without it.
-        @usableFromInline var read: Bool
+        @usableFromInline var read = false
         /// When `value` was stored, in nanoseconds from the owner's clock origin (a whole
         /// `Duration` would add 8 bytes to every node and 128-bit arithmetic to every hit).
         @usableFromInline var storedAt: Int64
         /// The generation of the load in flight for this key, `0` for none.
         @usableFromInline var load: UInt64
-
-        @usableFromInline
-        init(key: Key, value: Value?, hash: UInt32, slot: Int32, storedAt: Int64, load: UInt64) {
-            self.key = key
-            self.value = value
-            self.hash = hash
-            self.slot = slot
-            self.read = false
-            self.storedAt = storedAt
-            self.load = load
-        }
     }
 
-    /// The queue links of a slot.
-    @usableFromInline
-    struct Link {
-        /// Towards the newer nodes (`none` for the head).
-        @usableFromInline var previous: Int32
-        /// Towards the older nodes (`none` for the tail).
-        @usableFromInline var next: Int32
-
-        @usableFromInline
-        init(previous: Int32, next: Int32) {
-            self.previous = previous
-            self.next = next
-        }
-    }
+    /// The queue links of a slot: `previous` towards the newer nodes (`none` for the head), `next`
+    /// towards the older nodes (`none` for the tail).
+    @usableFromInline typealias Link = (previous: Int32, next: Int32)
 
     /// What a removal took out of the table: the node. The owner destroys it after releasing its
     /// lock (the `deinit`s of its key and value are user code).
@@ -376,4 +354,3 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
 extension KeyedMonoTaskEntryTable: Sendable where Key: Sendable, Value: Sendable {}
 extension KeyedMonoTaskEntryTable.Node: Sendable where Key: Sendable, Value: Sendable {}
 extension KeyedMonoTaskEntryTable.Removed: Sendable where Key: Sendable, Value: Sendable {}
-extension KeyedMonoTaskEntryTable.Link: Sendable {}

@@ -74,12 +74,6 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     struct Cached {
         @usableFromInline var value: Value
         @usableFromInline var storedAt: Duration
-
-        @usableFromInline
-        init(value: Value, storedAt: Duration) {
-            self.value = value
-            self.storedAt = storedAt
-        }
     }
 
     // MARK: Actions

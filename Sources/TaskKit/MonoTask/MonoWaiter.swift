@@ -17,18 +17,9 @@ enum MonoWaiter<Value: Sendable> {
 }
 
 /// A stored waiter of ``MonoTaskStateMachine`` or ``KeyedMonoTaskStateMachine`` with the
-/// identifier by which its caller's cancellation finds it.
-@usableFromInline
-struct IdentifiedWaiter<Waiter> {
-    @usableFromInline var id: UInt64
-    @usableFromInline var waiter: Waiter
-
-    @inlinable
-    init(id: UInt64, waiter: Waiter) {
-        self.id = id
-        self.waiter = waiter
-    }
-}
+/// identifier by which its caller's cancellation finds it. A labelled tuple: `Sendable` when
+/// `Waiter` is, and constructible from inlinable code without an initialiser of its own.
+@usableFromInline typealias IdentifiedWaiter<Waiter> = (id: UInt64, waiter: Waiter)
 
 extension Array {
     /// Resumes the async waiters among these with `result`, in order, and returns the callbacks
@@ -66,4 +57,3 @@ func withMonoContinuation<Value>(
 
 // Checked: continuations and `@Sendable` closures are `Sendable`.
 extension MonoWaiter: Sendable {}
-extension IdentifiedWaiter: Sendable where Waiter: Sendable {}

@@ -7,18 +7,9 @@
 /// slot, never a newer task that replaced it under the same key.
 @usableFromInline
 struct TaskStoreStateMachine<Key: Hashable, Handle> {
-    /// One tracked task.
-    @usableFromInline
-    struct Slot {
-        @usableFromInline var id: UInt64
-        @usableFromInline var handle: Handle
-
-        @inlinable
-        init(id: UInt64, handle: Handle) {
-            self.id = id
-            self.handle = handle
-        }
-    }
+    /// One tracked task. A labelled tuple: `Sendable` when `Handle` is, and constructible from
+    /// inlinable code without an initialiser of its own.
+    @usableFromInline typealias Slot = (id: UInt64, handle: Handle)
 
     /// The tasks tracked under one key: always at least one. More than one only after
     /// ``TaskStoreDuplicateKeyBehavior/runConcurrently`` adds (kept inline so the common single-task
@@ -211,5 +202,4 @@ struct TaskStoreStateMachine<Key: Hashable, Handle> {
     }
 }
 
-extension TaskStoreStateMachine.Slot: Sendable where Handle: Sendable {}
 extension TaskStoreStateMachine.Tasks: Sendable where Handle: Sendable {}
