@@ -81,6 +81,23 @@ import Tracing
         #expect(loads.allSatisfy { $0.attributes.get("taskkit.monotask.callers") == .int64(1) })
     }
 
+    @Test func aBatchIsOneSpanWithoutAParentWhateverItsCallers() async {
+        let tracer = W3CInMemoryTracer()
+        let cache = KeyedMonoTask<Int, Int>(
+            maximumEntries: 10, maximumBatchSize: 10, tracing: .distributedTracing(tracer: tracer)
+        ) { keys in Dictionary(uniqueKeysWithValues: keys.map { ($0, $0) }) }
+        let results = await tracer.withSpan("request") { _ async in
+            await cache.values(for: [1, 2, 3])
+        }
+        #expect(results.count == 3)
+        let batches = tracer.finishedSpans.filter { $0.operationName == "KeyedMonoTask.batchLoad" }
+        #expect(batches.count == 1)
+        #expect(batches.first?.parentSpanID == nil)
+        #expect(batches.first?.attributes.get("taskkit.keyed.batch_keys") == .int64(3))
+        #expect(batches.first?.attributes.get("taskkit.monotask.callers") == .int64(3))
+        #expect(tracer.finishedSpans.filter { $0.operationName == "KeyedMonoTask.load" }.isEmpty)
+    }
+
     @Test func aManagedTaskRunsInASpanNamedAfterItsTypeUnderTheSpanWhereItWasAdded() async throws {
         let tracer = W3CInMemoryTracer()
         let manager = TaskManager(tracing: .distributedTracing(tracer: tracer))

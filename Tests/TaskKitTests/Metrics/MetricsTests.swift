@@ -116,6 +116,23 @@ private struct MetricsTestError: Error {}
     }
 }
 
+@Suite struct KeyedMonoTaskBatchMetricsTests {
+    @Test func batchesAndTheirKeysAreCounted() async throws {
+        _ = processTestMetrics  // bootstrapped before the component makes its metric objects
+        let cache = KeyedMonoTask<Int, Int>(
+            maximumEntries: 100, resultExpireDuration: .seconds(3_600), maximumBatchSize: 4,
+            metricsLabel: "keyed-batches"
+        ) { keys in Dictionary(uniqueKeysWithValues: keys.map { ($0, $0 * 10) }) }
+        let results = await cache.values(for: Array(0..<10))
+        #expect(results.count == 10)
+        #expect(total("taskkit_keyed_batches", "keyed-batches") == 3)
+        let sizes = try processTestMetrics.expectRecorder("taskkit_keyed_batch_keys", [("name", "keyed-batches")])
+        #expect(sizes.values.map { Int($0) }.sorted() == [2, 4, 4])
+        #expect(requests("keyed-batches", "executed") == 10)
+        #expect(cache.counters.batches == 3 && cache.counters.batchedKeys == 10)
+    }
+}
+
 @Suite struct TaskManagerMetricsTests {
     private func tasks(_ label: String, _ outcome: String) -> Int64 {
         processTestMetrics.counterTotal(
