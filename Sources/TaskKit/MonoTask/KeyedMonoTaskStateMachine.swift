@@ -262,11 +262,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @usableFromInline
     mutating func loadNewEntry(key: Key, waiter: WaiterEntry) -> RequestAction {
         var released = Released()
-        while isFull(), let evicted = table.evict(keepingHead: false) {
-            released.removed.append(evicted)
-            counters.evictions += 1
-            released.evictions += 1
-        }
+        makeRoom(&released)
         let generation = beginLoad(key: key, waiters: [waiter])
         _ = table.insertLoading(key, generation: generation)
         counters.misses += 1
@@ -359,12 +355,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             } else if node.value != nil, freshness(storedAt: node.storedAt, now: now) != .unusable {
                 table.endLoad(slot)
                 // Restore the bounds, never evicting this result.
-                while isOverBound(), let evicted = table.evict(keepingHead: true) {
-                    released.removed.append(evicted)
-                    counters.evictions += 1
-                    released.evictions += 1
-                }
-                released.overBound = isOverBound()
+                restoreBounds(keepingHead: true, &released)
             } else {
                 released.removed.append(table.remove(slot))
             }
@@ -382,12 +373,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// there: evicts from this shard until the bounds hold or nothing here may go.
     mutating func evictWhileOverBound() -> Released {
         var released = Released()
-        while isOverBound(), let evicted = table.evict(keepingHead: false) {
-            released.removed.append(evicted)
-            counters.evictions += 1
-            released.evictions += 1
-        }
-        released.overBound = isOverBound()
+        restoreBounds(keepingHead: false, &released)
         return released
     }
 
@@ -406,23 +392,14 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             if let old = table[slot].value { released.values.append(old) }
             table.beginLoad(slot, generation: UInt64.max)  // out of the queue while it changes
         } else {
-            while isFull(), let evicted = table.evict(keepingHead: false) {
-                released.removed.append(evicted)
-                counters.evictions += 1
-                released.evictions += 1
-            }
+            makeRoom(&released)
             slot = table.insertLoading(key, generation: UInt64.max)
         }
         table[slot].value = value
         table[slot].storedAt = now
         table.setCost(slot, cost)
         table.endLoad(slot)
-        while isOverBound(), let evicted = table.evict(keepingHead: true) {
-            released.removed.append(evicted)
-            counters.evictions += 1
-            released.evictions += 1
-        }
-        released.overBound = isOverBound()
+        restoreBounds(keepingHead: true, &released)
         return released
     }
 
@@ -465,17 +442,34 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         loads[running]!.followUp = nil
         // The forced callers asked for a load that begins after their call: a new entry, now.
         let key = loads[running]!.key
-        while isFull(), let evicted = table.evict(keepingHead: false) {
-            released.removed.append(evicted)
-            counters.evictions += 1
-            released.evictions += 1
-        }
+        makeRoom(&released)
         let generation = beginLoad(key: key, waiters: followUp)
         _ = table.insertLoading(key, generation: generation)
         return StartLoad(key: key, generation: generation)
     }
 
     // MARK: Helpers
+
+    /// Evicts (into `released`) while the whole cache is at its entry bound: room for a new key.
+    private mutating func makeRoom(_ released: inout Released) {
+        while isFull(), let evicted = table.evict(keepingHead: false) {
+            released.removed.append(evicted)
+            counters.evictions += 1
+            released.evictions += 1
+        }
+    }
+
+    /// Evicts (into `released`) while the whole cache is above a bound, never the head with
+    /// `keepingHead` (the value that just arrived); sets `released.overBound` when this shard
+    /// had nothing more to evict.
+    private mutating func restoreBounds(keepingHead: Bool, _ released: inout Released) {
+        while isOverBound(), let evicted = table.evict(keepingHead: keepingHead) {
+            released.removed.append(evicted)
+            counters.evictions += 1
+            released.evictions += 1
+        }
+        released.overBound = isOverBound()
+    }
 
     /// A usable value in the node in `bucket`: fresh (and now marked read) or stale
     /// (starting a refresh if none is in flight). `nil` when the entry has no usable value.
