@@ -16,7 +16,7 @@
 //   entries (`memoryLeakedBytes`, the cache kept alive past the measurement). Per sample of
 //   100,000 entries (NOTES divides).
 // - "fan-out, 1,000 keys" (issue 36): 1,000 task-group children ask at once for 1,000 distinct
-//   keys of a new cache (one per sample), whose loader calls a backend costing a fixed ~20 µs of
+//   keys of a new cache (one per sample), whose loader calls a backend costing a fixed ~10 µs of
 //   CPU per call (`FanOutWorkloads.swift`): `KeyedMonoTask` with a batch loader (batches of at
 //   most 100), the same with a loader of one key, and the hand-written `DataLoader` actor. Each
 //   reports the backend calls of each round ("loader calls"; the batched cache's target is at
