@@ -80,6 +80,7 @@ let package = Package(
             name: "KeyedMonoTaskBenchmarks",
             dependencies: [
                 "BenchmarkSupport",
+                "SeedWorkloads",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "TaskKit", package: "TaskKit"),
             ],

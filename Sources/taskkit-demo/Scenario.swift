@@ -12,7 +12,7 @@ struct Scenario: Sendable {
     let body: @Sendable (DemoContext, inout ScenarioRecorder) async throws -> Void
 
     static let all: [Scenario] = [
-        .monoTask, .keyedMonoTask, .taskStore, .coFuture, .taskManager, .urlTaskManager, .coalescing,
+        .monoTask, .keyedMonoTask, .batchLoading, .taskStore, .coFuture, .taskManager, .urlTaskManager, .coalescing,
     ]
 
     func execute(_ context: DemoContext) async -> ScenarioReport {

@@ -15,8 +15,17 @@
 // - "memory, 100,000 entries": net bytes still allocated after filling a new cache with 100,000
 //   entries (`memoryLeakedBytes`, the cache kept alive past the measurement). Per sample of
 //   100,000 entries (NOTES divides).
+// - "fan-out, 1,000 keys" (issue 36): 1,000 task-group children ask at once for 1,000 distinct
+//   keys of a new cache (one per sample), whose loader calls a backend costing a fixed ~10 µs of
+//   CPU per call (`FanOutWorkloads.swift`): `KeyedMonoTask` with a batch loader (batches of at
+//   most 100), the same with a loader of one key, and the hand-written `DataLoader` actor. Each
+//   reports the backend calls of each round ("loader calls"; the batched cache's target is at
+//   most 10, `fanOutMaximumBatchedCalls`: read its p100). Per sample of 1,000 keys (NOTES
+//   divides). The paired row times the batched cache against the `DataLoader` in the same
+//   sample, per key, and reports the most loader calls of its rounds on each side.
 import Benchmark
 import BenchmarkSupport
+import SeedWorkloads
 import Synchronization
 import TaskKit
 
@@ -168,6 +177,52 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    // MARK: Fan-out through a batch loader
+
+    let fanOutConfiguration = Benchmark.Configuration(
+        metrics: [.wallClock, .mallocCountTotal, loaderCallsMetric],
+        warmupIterations: 2,
+        scalingFactor: .one,
+        maxDuration: .seconds(4),
+        maxIterations: 200
+    )
+    let fanOuts: [(name: String, round: @Sendable () async -> Int)] = [
+        ("KeyedMonoTask batched", keyedMonoTaskBatchedFanOut),
+        ("Baseline hand-written DataLoader", dataLoaderFanOut),
+        ("KeyedMonoTask single-key loader", keyedMonoTaskSingleFanOut),
+    ]
+    for (name, round) in fanOuts {
+        Benchmark("\(name): fan-out, 1,000 keys, batches of 100 (per sample of 1,000 keys)", configuration: fanOutConfiguration) {
+            benchmark in
+            let calls = await round()
+            benchmark.stopMeasurement()
+            benchmark.measurement(loaderCallsMetric, calls)
+        }
+    }
+
+    Benchmark(
+        "KeyedMonoTask batched vs hand-written DataLoader: fan-out, 1,000 keys, paired",
+        configuration: .init(
+            metrics: [fanOutRatioMetric, batchedPerKeyMetric, dataLoaderPerKeyMetric, batchedCallsMetric, dataLoaderCallsMetric],
+            warmupIterations: 1,
+            maxDuration: .seconds(6),
+            maxIterations: 30
+        )
+    ) { benchmark in
+        var batchedCalls = 0
+        var dataLoaderCalls = 0
+        let durations = await pairedDurations(
+            rounds: fanOutPairedRounds,
+            subject: { batchedCalls = max(batchedCalls, await keyedMonoTaskBatchedFanOut()) },
+            baseline: { dataLoaderCalls = max(dataLoaderCalls, await dataLoaderFanOut()) }
+        )
+        benchmark.measurement(batchedCallsMetric, batchedCalls)
+        benchmark.measurement(dataLoaderCallsMetric, dataLoaderCalls)
+        benchmark.measurement(fanOutRatioMetric, durations.percent)
+        benchmark.measurement(batchedPerKeyMetric, PairedDurations.nanoseconds(durations.subject, per: fanOutPairedRounds * fanOutKeys))
+        benchmark.measurement(dataLoaderPerKeyMetric, PairedDurations.nanoseconds(durations.baseline, per: fanOutPairedRounds * fanOutKeys))
+    }
+
     // MARK: Memory per entry
 
     Benchmark("KeyedMonoTask: memory, 100,000 cached entries (bytes per sample)", configuration: memoryConfiguration) {
@@ -193,6 +248,15 @@ let benchmarks: @Sendable () -> Void = {
         blackHole(cache)
     }
 }
+
+let loaderCallsMetric = BenchmarkMetric.custom("loader calls", polarity: .prefersSmaller, useScalingFactor: false)
+let fanOutRatioMetric = BenchmarkMetric.custom("ratio %", polarity: .prefersSmaller, useScalingFactor: false)
+let batchedPerKeyMetric = BenchmarkMetric.custom("KeyedMonoTask ns/key", polarity: .prefersSmaller, useScalingFactor: false)
+let dataLoaderPerKeyMetric = BenchmarkMetric.custom("DataLoader ns/key", polarity: .prefersSmaller, useScalingFactor: false)
+let batchedCallsMetric = BenchmarkMetric.custom("KeyedMonoTask most calls", polarity: .prefersSmaller, useScalingFactor: false)
+let dataLoaderCallsMetric = BenchmarkMetric.custom("DataLoader most calls", polarity: .prefersSmaller, useScalingFactor: false)
+/// Fan-out rounds of each side per paired sample.
+let fanOutPairedRounds = 10
 
 let distinctKeys = 1_000
 let callersPerKey = 100

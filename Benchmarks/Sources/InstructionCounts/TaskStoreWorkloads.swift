@@ -45,6 +45,14 @@ enum TaskStoreWorkload: String, CaseIterable {
     case actorMerged = "actor-merged"
     /// The floor of a batch: 100 task-group children waiting for one gate.
     case gateMerged = "gate-merged"
+    /// One fan-out round (issue 36): 1,000 task-group children ask for 1,000 distinct keys of a
+    /// new `KeyedMonoTask` with a batch loader (batches of 100), whose backend costs fixed CPU
+    /// work per call.
+    case keyedMonoTaskFanOutBatched = "keyedmonotask-fanout-batched"
+    /// The same round through the hand-written `DataLoader` actor.
+    case dataLoaderFanOut = "dataloader-fanout"
+    /// The same round through a `KeyedMonoTask` with a loader of one key (1,000 backend calls).
+    case keyedMonoTaskFanOutSingle = "keyedmonotask-fanout-single"
 
     /// Runs the workload `n` times.
     func run(_ n: Int) async {
@@ -88,6 +96,12 @@ enum TaskStoreWorkload: String, CaseIterable {
             for _ in 0..<n { await gateMergedBatch() }
         case .keyedMonoTaskMerged:
             for _ in 0..<n { await keyedMonoTaskMergedBatch() }
+        case .keyedMonoTaskFanOutBatched:
+            for _ in 0..<n { _ = await keyedMonoTaskBatchedFanOut() }
+        case .dataLoaderFanOut:
+            for _ in 0..<n { _ = await SeedWorkloads.dataLoaderFanOut() }
+        case .keyedMonoTaskFanOutSingle:
+            for _ in 0..<n { _ = await keyedMonoTaskSingleFanOut() }
         case .keyedMonoTaskHit:
             let sum = await keyedMonoTaskHits(n)
             precondition(sum == n, "every hit returned the cached value")

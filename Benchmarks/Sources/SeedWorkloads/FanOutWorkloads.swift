@@ -1,0 +1,180 @@
+// The fan-out workloads of `KeyedMonoTaskBenchmarks` (issue 36), shared with the callgrind driver
+// (`InstructionCounts`, workloads `keyedmonotask-fanout-batched`, `dataloader-fanout`): 1,000
+// task-group children ask at once for 1,000 distinct keys of a new, empty cache, whose loader
+// calls a simulated backend that costs a fixed amount of CPU work per call.
+import Synchronization
+import TaskKit
+
+/// Keys per fan-out round, one caller each.
+public let fanOutKeys = 1_000
+/// The most keys in one call of the batch loader.
+public let fanOutBatchSize = 100
+/// The most loader calls one round may make with batching: ceil(1,000 / 100).
+public let fanOutMaximumBatchedCalls = (fanOutKeys + fanOutBatchSize - 1) / fanOutBatchSize
+
+/// A backend whose every call costs the same CPU work, whatever its key count (a query's fixed
+/// cost: parsing, planning, a round trip's processing), plus building the answer. Counts its calls.
+public final class FanOutBackend: Sendable {
+    private let callCount = Atomic<Int>(0)
+    private let keyCount = Atomic<Int>(0)
+
+    public init() {}
+
+    /// The calls made and the keys they carried.
+    public var calls: Int { callCount.load(ordering: .relaxed) }
+    public var keys: Int { keyCount.load(ordering: .relaxed) }
+
+    /// Answers `keys` (each key's value is the key) after the per-call work.
+    public func load(_ keys: [Int]) -> [Int: Int] {
+        callCount.add(1, ordering: .relaxed)
+        keyCount.add(keys.count, ordering: .relaxed)
+        fanOutCallWork()
+        var values: [Int: Int] = [:]
+        values.reserveCapacity(keys.count)
+        for key in keys { values[key] = key }
+        return values
+    }
+}
+
+/// Iterations of the per-call work: about 10k instructions, 8–13 µs on the benchmark machine.
+public let fanOutCallWorkIterations = 20_000
+
+/// The backend's fixed cost per call: a dependent chain of multiplications that the optimiser
+/// cannot drop (its result is published through an atomic).
+@inline(never)
+func fanOutCallWork() {
+    var x: UInt64 = 0x9E37_79B9_7F4A_7C15
+    for _ in 0..<fanOutCallWorkIterations {
+        x = x &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+    }
+    fanOutSink.store(x, ordering: .relaxed)
+}
+
+let fanOutSink = Atomic<UInt64>(0)
+
+/// Asks for every key `0..<fanOutKeys` at once, one task-group child per key; returns the sum of
+/// the values (checked by the callers).
+public func fanOut(_ value: @escaping @Sendable (Int) async -> Int) async -> Int {
+    await withTaskGroup(of: Int.self) { group in
+        for key in 0..<fanOutKeys {
+            group.addTask { await value(key) }
+        }
+        return await group.reduce(0, +)
+    }
+}
+
+/// The sum every fan-out round must return.
+public let fanOutExpectedSum = (0..<fanOutKeys).reduce(0, +)
+
+/// One round through a new `KeyedMonoTask` with a batch loader (batches of `fanOutBatchSize`);
+/// returns the backend calls made.
+public func keyedMonoTaskBatchedFanOut() async -> Int {
+    let backend = FanOutBackend()
+    let cache = KeyedMonoTask<Int, Int>(
+        maximumEntries: fanOutKeys, resultExpireDuration: .seconds(60), maximumBatchSize: fanOutBatchSize
+    ) { keys in
+        backend.load(keys)
+    }
+    let sum = await fanOut { key in (try? await cache.value(for: key)) ?? -1 }
+    precondition(sum == fanOutExpectedSum, "every caller gets its key's value")
+    precondition(backend.keys == fanOutKeys, "every key loaded once")
+    precondition(cache.counters.batches == backend.calls, "the counter counts the calls")
+    return backend.calls
+}
+
+/// One round through a new `KeyedMonoTask` with a loader of one key; returns the backend calls.
+public func keyedMonoTaskSingleFanOut() async -> Int {
+    let backend = FanOutBackend()
+    let cache = KeyedMonoTask<Int, Int>(maximumEntries: fanOutKeys, resultExpireDuration: .seconds(60)) { key in
+        backend.load([key])[key]!
+    }
+    let sum = await fanOut { key in (try? await cache.value(for: key)) ?? -1 }
+    precondition(sum == fanOutExpectedSum, "every caller gets its key's value")
+    precondition(backend.calls == fanOutKeys, "every key loaded once")
+    return backend.calls
+}
+
+/// One round through a new hand-written `DataLoader`; returns the backend calls.
+public func dataLoaderFanOut() async -> Int {
+    let backend = FanOutBackend()
+    let loader = DataLoader(maximumBatchSize: fanOutBatchSize) { keys in backend.load(keys) }
+    let sum = await fanOut { key in (try? await loader.value(for: key)) ?? -1 }
+    precondition(sum == fanOutExpectedSum, "every caller gets its key's value")
+    precondition(backend.keys == fanOutKeys, "every key loaded once")
+    return backend.calls
+}
+
+/// The batching loader as commonly written by hand (the DataLoader pattern): an actor collects
+/// the keys asked for and their callers' continuations; the first key schedules one flush task,
+/// which yields once (so that the callers running now can add their keys), then takes every
+/// collected key and calls the batch function in chunks of at most `maximumBatchSize`, each
+/// chunk in a task of its own, resuming the callers with their values. A key asked for again
+/// before its flush joins it. No cache, no expiry, no cancellation: all the fan-out needs.
+public actor DataLoader {
+    public typealias BatchLoad = @Sendable ([Int]) async throws -> [Int: Int]
+    private typealias Callers = [CheckedContinuation<Int, any Error>]
+
+    private let maximumBatchSize: Int
+    private let batchLoad: BatchLoad
+    /// The keys waiting for the next flush, in the order first asked, and their callers.
+    private var keys: [Int] = []
+    private var callers: [Int: Callers] = [:]
+    private var flushScheduled = false
+
+    public init(maximumBatchSize: Int, batchLoad: @escaping BatchLoad) {
+        self.maximumBatchSize = maximumBatchSize
+        self.batchLoad = batchLoad
+    }
+
+    /// The value of `key`, loaded in the batch of the next flush.
+    public func value(for key: Int) async throws -> Int {
+        try await withCheckedThrowingContinuation { continuation in
+            if callers[key] != nil {
+                callers[key]!.append(continuation)
+                return
+            }
+            callers[key] = [continuation]
+            keys.append(key)
+            if !flushScheduled {
+                flushScheduled = true
+                Task { await self.flush() }
+            }
+        }
+    }
+
+    private func flush() async {
+        await Task.yield()
+        let keys = self.keys
+        let callers = self.callers
+        self.keys = []
+        self.callers = [:]
+        flushScheduled = false
+        let batchLoad = batchLoad
+        var start = 0
+        while start < keys.count {
+            let end = min(start + maximumBatchSize, keys.count)
+            let chunk = Array(keys[start..<end])
+            let chunkCallers = chunk.map { callers[$0]! }
+            Task.detached {
+                let result: Result<[Int: Int], any Error>
+                do {
+                    result = .success(try await batchLoad(chunk))
+                } catch {
+                    result = .failure(error)
+                }
+                for (key, continuations) in zip(chunk, chunkCallers) {
+                    let value = result.flatMap { values in
+                        values[key].map(Result.success) ?? .failure(DataLoaderKeyMissing(key: key))
+                    }
+                    for continuation in continuations { continuation.resume(with: value) }
+                }
+            }
+            start = end
+        }
+    }
+}
+
+/// The batch function of a ``DataLoader`` returned no value for `key`.
+public struct DataLoaderKeyMissing: Error {
+    public let key: Int
+}
