@@ -95,7 +95,8 @@ extension KeyedMonoTask {
 
     typealias Batcher = KeyedMonoTaskBatcher<Key, Value>
 
-    /// How many times the dispatch task yields, at most, while keys keep arriving.
+    /// How many times the dispatch task yields, at most, while keys keep arriving (it stops after
+    /// two yields in a row that bring none).
     static var dispatchYields: Int { 16 }
 
     /// Does what the batcher decided.
@@ -117,11 +118,20 @@ extension KeyedMonoTask {
             // This task is never cancelled, so the sleep ends at its deadline.
             try? await time.sleep(for: batcher.window)
         }
+        // Two yields in a row that bring no key: a caller still starting on another core had
+        // the time of one more yield to arrive (one quiet yield left a key behind, now and then,
+        // on a loaded machine).
         var seen = -1
+        var quiet = 0
         for _ in 0..<Self.dispatchYields {
             let count = batcher.pendingCount
-            if count == seen { break }
-            seen = count
+            if count == seen {
+                quiet += 1
+                if quiet == 2 { break }
+            } else {
+                seen = count
+                quiet = 0
+            }
             await Task.yield()
         }
         let batches = batcher.takeAll()
@@ -176,19 +186,25 @@ extension KeyedMonoTask {
             )
         }
         var callers = 0
+        var found = 0
         for item in items {
             let result: Result<Value, any Error>
             switch outcome {
             case .success(let values):
-                result = values[item.start.key].map { .success($0) }
-                    ?? .failure(KeyedMonoTaskKeyNotLoaded(key: item.start.key))
+                if let value = values[item.start.key] {
+                    found += 1
+                    result = .success(value)
+                } else {
+                    result = .failure(KeyedMonoTaskKeyNotLoaded(key: item.start.key))
+                }
             case .failure(let error):
                 result = .failure(error)
             }
             callers += finishKey(item, result: result)
         }
         span.finished(outcome, callers: callers)
-        guard case .success(let values) = outcome, values.count > 0 else { return }
+        // Keys returned besides the ones asked for (only then is the set of asked keys built).
+        guard case .success(let values) = outcome, values.count > found else { return }
         let asked = Set(keys)
         for (key, value) in values where !asked.contains(key) {
             cacheExtra(key: key, value: value)
