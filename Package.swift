@@ -29,7 +29,7 @@ let integrationTraits: [Trait] = [
     ),
     .trait(
         name: "Examples",
-        description: "This repository's executables (taskkit-demo, taskkit-prometheus-example) and the loopback HTTP server (FlyingFox) they and its tests use.",
+        description: "This repository's executables (taskkit-demo, taskkit-prometheus-example), the loopback HTTP server (FlyingFox) they and its tests use, and the GraphQL batch-loading example test (Graphiti).",
         enabledTraits: ["OpenCombine"]
     ),
 ]
@@ -90,6 +90,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         // The Prometheus example only (trait `Examples`).
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        // The GraphQL batch-loading example test only (trait `Examples`; brings GraphQLSwift/GraphQL).
+        .package(url: "https://github.com/GraphQLSwift/Graphiti.git", from: "3.1.0"),
         // Documentation only (`scripts/build-docs`). No target uses it, so a package depending on
         // TaskKit never fetches it.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.4.0"),
@@ -262,6 +264,15 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["ServiceLifecycle"])),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: .when(traits: ["ServiceLifecycle"])),
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The article's batch-loading example: a Graphiti schema whose resolvers load through a
+        // batched `KeyedMonoTask` (trait `Examples`; without it the target has no sources to build).
+        .testTarget(
+            name: "TaskKitGraphQLTests",
+            dependencies: [
+                "TaskKit", "TaskKitTestSupport",
+                .product(name: "Graphiti", package: "Graphiti", condition: .when(traits: ["Examples"])),
             ]
         ),
         // Against a real PostgreSQL server (`scripts/with-postgres`); skipped without one.
