@@ -27,6 +27,17 @@ count() {
     rm -f "$out"
 }
 # Instructions per iteration: a run of n iterations minus a run of none (process start-up).
+# The least of three runs of `workload` with `runs` runs of `per` units each, per unit.
+least_of_3() {
+    local best="" base total value
+    for _ in 1 2 3; do
+        base=$(count "$1" 0)
+        total=$(count "$1" "$2")
+        value=$(( (total - base) / ($2 * $3) ))
+        if [ -z "$best" ] || [ "$value" -lt "$best" ]; then best=$value; fi
+    done
+    echo "$best"
+}
 per_iteration() {
     local base total
     base=$(count "$1" 0)
@@ -57,14 +68,7 @@ echo
 printf '%-32s %s\n' workload "instructions/caller (n/100=$((n / 100)) batches of 100, least of 3 runs)"
 batches=$(( n / 100 > 0 ? n / 100 : 1 ))
 for workload in gate-merged actor-merged monotask-merged keyedmonotask-merged; do
-    best=""
-    for _ in 1 2 3; do
-        base=$(count "$workload" 0)
-        total=$(count "$workload" "$batches")
-        value=$(( (total - base) / (batches * 100) ))
-        if [ -z "$best" ] || [ "$value" -lt "$best" ]; then best=$value; fi
-    done
-    printf '%-32s %d\n' "$workload" "$best"
+    printf '%-32s %d\n' "$workload" "$(least_of_3 "$workload" "$batches" 100)"
 done
 # A fan-out round asks for 1,000 distinct keys of a new cache (issue 36); n/1000 rounds (at
 # least 1), reported per key. Includes the backend's fixed work per call (20,000 multiply-adds).
@@ -72,12 +76,5 @@ echo
 rounds=$(( n / 1000 > 0 ? n / 1000 : 1 ))
 printf '%-32s %s\n' workload "instructions/key ($rounds rounds of 1,000 keys, least of 3 runs)"
 for workload in keyedmonotask-fanout-batched dataloader-fanout keyedmonotask-fanout-single; do
-    best=""
-    for _ in 1 2 3; do
-        base=$(count "$workload" 0)
-        total=$(count "$workload" "$rounds")
-        value=$(( (total - base) / (rounds * 1000) ))
-        if [ -z "$best" ] || [ "$value" -lt "$best" ]; then best=$value; fi
-    done
-    printf '%-32s %d\n' "$workload" "$best"
+    printf '%-32s %d\n' "$workload" "$(least_of_3 "$workload" "$rounds" 1000)"
 done
