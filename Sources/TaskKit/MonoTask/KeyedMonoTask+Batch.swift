@@ -158,7 +158,12 @@ extension KeyedMonoTask {
     /// each key's load with its own result; caches the values returned for keys not asked for.
     private func loadBatch(_ items: [Batcher.Item], batcher: Batcher, span: some RunSpan) async {
         let started: Int64 = metrics == nil ? 0 : time.nowNanoseconds()
-        let keys = items.map(\.start.key)
+        // Distinct keys: a key invalidated while its load waited for the batch, then asked for
+        // again, has two loads in it (the detached one and the new one); both get its value.
+        var asked = Set<Key>(minimumCapacity: items.count)
+        var keys: [Key] = []
+        keys.reserveCapacity(items.count)
+        for item in items where asked.insert(item.start.key).inserted { keys.append(item.start.key) }
         var schedule = batcher.retry.makeSchedule()
         var generator = SystemRandomNumberGenerator()
         let outcome: Result<[Key: Value], any Error>
@@ -186,26 +191,19 @@ extension KeyedMonoTask {
             )
         }
         var callers = 0
-        var found = 0
         for item in items {
             let result: Result<Value, any Error>
             switch outcome {
             case .success(let values):
-                if let value = values[item.start.key] {
-                    found += 1
-                    result = .success(value)
-                } else {
-                    result = .failure(KeyedMonoTaskKeyNotLoaded(key: item.start.key))
-                }
+                result = values[item.start.key].map { .success($0) }
+                    ?? .failure(KeyedMonoTaskKeyNotLoaded(key: item.start.key))
             case .failure(let error):
                 result = .failure(error)
             }
             callers += finishKey(item, result: result)
         }
         span.finished(outcome, callers: callers)
-        // Keys returned besides the ones asked for (only then is the set of asked keys built).
-        guard case .success(let values) = outcome, values.count > found else { return }
-        let asked = Set(keys)
+        guard case .success(let values) = outcome else { return }
         for (key, value) in values where !asked.contains(key) {
             cacheExtra(key: key, value: value)
         }

@@ -293,6 +293,25 @@ struct KeyedMonoTaskBatchTests {
         #expect(cache.cachedValue(for: 2) == "2#1")
     }
 
+    /// Invalidated while its load waits for the batch, then asked for again: the key has two
+    /// loads in the batch, is sent once, and both callers get its value.
+    @Test func aKeyInvalidatedWhileWaitingForItsBatchIsSentOnce() async throws {
+        let recorder = KeyedBatchRecorder()
+        let clock = ManualClock()
+        let cache = Self.make(recorder, window: .milliseconds(5), clock: clock)
+        async let first = cache.value(for: 1)
+        await eventually("the first caller waits") { cache.counters.misses == 1 }
+        cache.invalidate(1)
+        async let second = cache.value(for: 1)
+        await eventually("the second caller waits") { cache.counters.misses == 2 }
+        await clock.waitForSleepers(count: 1)
+        clock.advance(by: .milliseconds(5))
+        let (a, b) = try await (first, second)
+        #expect(a == "1#1" && b == "1#1")
+        #expect(recorder.calls == [[1]])
+        #expect(cache.cachedValue(for: 1) == "1#1")
+    }
+
     // MARK: Callers
 
     @Test func aCancelledCallerLeavesAndTheBatchGoesOnForTheOthers() async throws {
