@@ -211,11 +211,7 @@ extension KeyedMonoTask {
 
     /// Ends the load of one key of a batch with `result`; returns how many callers it served.
     private func finishKey(_ item: Batcher.Item, result: Result<Value, any Error>) -> Int {
-        var valueCost = 0
-        if let cost, case .success(let value) = result {
-            valueCost = cost(item.start.key, value)
-            precondition(valueCost >= 0, "KeyedMonoTask: cost(_:_:) must return >= 0, got \(valueCost)")
-        }
+        let valueCost = cost(of: result, for: item.start.key)
         let now = time.nowNanoseconds()
         let action = item.shard.withLock { [valueCost] in
             $0.attemptFinished(generation: item.start.generation, result: result, cost: valueCost, now: now)
@@ -230,11 +226,7 @@ extension KeyedMonoTask {
 
     /// Caches `value`, which a batch returned for `key` without being asked.
     private func cacheExtra(key: Key, value: Value) {
-        var valueCost = 0
-        if let cost {
-            valueCost = cost(key, value)
-            precondition(valueCost >= 0, "KeyedMonoTask: cost(_:_:) must return >= 0, got \(valueCost)")
-        }
+        let valueCost = cost(of: .success(value), for: key)
         let now = time.nowNanoseconds()
         let state = shard(for: key)
         let released = state.withLock { [valueCost] in

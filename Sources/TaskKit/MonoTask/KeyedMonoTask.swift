@@ -545,11 +545,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             } catch {
                 result = .failure(error)
             }
-            var valueCost = 0
-            if let cost, case .success(let value) = result {
-                valueCost = cost(key, value)
-                precondition(valueCost >= 0, "KeyedMonoTask: cost(_:_:) must return >= 0, got \(valueCost)")
-            }
+            let valueCost = self.cost(of: result, for: key)
             let now = time.nowNanoseconds()
             let action = state.withLock { [valueCost] in
                 $0.attemptFinished(generation: generation, result: result, cost: valueCost, now: now)
@@ -582,6 +578,15 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         if released.overBound { restoreBounds(besides: state) }
         deliver(result, to: waiters)
         if let next { startLoad(next, in: state, byCaller: false) }
+    }
+
+    /// The cost of a successful `result` for `key` with a cost bound (checked not negative);
+    /// `0` without one, or for a failure. Never called under a lock: `cost` is user code.
+    func cost(of result: Result<Value, any Error>, for key: Key) -> Int {
+        guard let cost, case .success(let value) = result else { return 0 }
+        let valueCost = cost(key, value)
+        precondition(valueCost >= 0, "KeyedMonoTask: cost(_:_:) must return >= 0, got \(valueCost)")
+        return valueCost
     }
 
     /// The cache is above a bound and the shard `finished` had nothing more to evict: evicts
