@@ -57,6 +57,7 @@ struct InlineTimeSource: Sendable {
 
     /// Sleeps for `duration` on the source's clock; throws `CancellationError` when the calling
     /// task is cancelled.
+    @usableFromInline
     func sleep(for duration: Duration) async throws {
         try await source.sleep(for: duration)
     }

@@ -90,6 +90,7 @@ extension TaskSpan {
 /// What a MonoTask run or a KeyedMonoTask load reports to its span. The run's loop is generic
 /// over it, so that without a tracer (``UntracedRun``, empty) it compiles to the loop with no
 /// tracing at all: no larger async frame, hence no extra allocation per run.
+@usableFromInline
 protocol RunSpan {
     /// An attempt failed and is retried.
     func retried()
@@ -99,9 +100,11 @@ protocol RunSpan {
 }
 
 /// No span.
+@usableFromInline
 struct UntracedRun: RunSpan {
-    func retried() {}
-    func finished<Value>(_ result: Result<Value, any Error>, callers: Int) {}
+    @inlinable init() {}
+    @inlinable func retried() {}
+    @inlinable func finished<Value>(_ result: Result<Value, any Error>, callers: Int) {}
 }
 
 /// A span: a `retry` event per retry; the outcome and `taskkit.monotask.callers` at the end.

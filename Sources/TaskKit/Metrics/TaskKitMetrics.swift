@@ -46,6 +46,7 @@ final class MonoTaskMetrics: Sendable {
     }
 
     /// Counts a batch of `keys` keys.
+    @usableFromInline
     func recordBatch(keys: Int) {
         batches?.increment()
         batchKeys?.record(keys)
@@ -57,6 +58,7 @@ final class MonoTaskMetrics: Sendable {
     }
 
     /// Records the end of a run that lasted `duration` with its final `result`.
+    @usableFromInline
     func recordRun<Value>(duration: Duration, result: Result<Value, any Error>) {
         executionDuration.record(duration)
         if case .failure = result { failures.increment() }

@@ -93,13 +93,14 @@ extension KeyedMonoTask {
         )
     }
 
-    typealias Batcher = KeyedMonoTaskBatcher<Key, Value>
+    @usableFromInline typealias Batcher = KeyedMonoTaskBatcher<Key, Value>
 
     /// How many times the dispatch task yields, at most, while keys keep arriving (it stops after
     /// two yields in a row that bring none).
-    static var dispatchYields: Int { 16 }
+    @inlinable static var dispatchYields: Int { 16 }
 
     /// Does what the batcher decided.
+    @inlinable
     func perform(_ action: Batcher.Action, batcher: Batcher) {
         switch action {
         case .none:
@@ -113,7 +114,8 @@ extension KeyedMonoTask {
 
     /// The dispatch task: waits for the window, then while yielding lets more keys arrive, then
     /// loads every waiting key.
-    private func dispatch(_ batcher: Batcher) async {
+    @inlinable
+    func dispatch(_ batcher: Batcher) async {
         if batcher.window > .zero {
             // This task is never cancelled, so the sleep ends at its deadline.
             try? await time.sleep(for: batcher.window)
@@ -143,11 +145,16 @@ extension KeyedMonoTask {
     }
 
     /// Loads one batch, in a span of its own with a tracer.
-    private func runBatch(_ items: [Batcher.Item], batcher: Batcher) async {
-        guard let tracer else {
-            await loadBatch(items, batcher: batcher, span: UntracedRun())
-            return
-        }
+    @inlinable
+    func runBatch(_ items: [Batcher.Item], batcher: Batcher) async {
+        guard !isTraced else { return await runTracedBatch(items, batcher: batcher) }
+        await loadBatch(items, batcher: batcher, span: UntracedRun())
+    }
+
+    /// ``runBatch(_:batcher:)`` with a tracer.
+    @usableFromInline
+    func runTracedBatch(_ items: [Batcher.Item], batcher: Batcher) async {
+        guard let tracer else { return }
         await tracer.withInternalSpan("KeyedMonoTask.batchLoad", parent: nil) { span in
             span.setAttribute("taskkit.keyed.batch_keys", items.count)
             await self.loadBatch(items, batcher: batcher, span: TracedRun(span: span))
@@ -156,14 +163,19 @@ extension KeyedMonoTask {
 
     /// Calls the batch loader for `items` (retrying the batch as its policy says) and finishes
     /// each key's load with its own result; caches the values returned for keys not asked for.
-    private func loadBatch(_ items: [Batcher.Item], batcher: Batcher, span: some RunSpan) async {
+    @inlinable
+    func loadBatch(_ items: [Batcher.Item], batcher: Batcher, span: some RunSpan) async {
         let started: Int64 = metrics == nil ? 0 : time.nowNanoseconds()
         // Distinct keys: a key invalidated while its load waited for the batch, then asked for
         // again, has two loads in it (the detached one and the new one); both get its value.
-        var asked = Set<Key>(minimumCapacity: items.count)
-        var keys: [Key] = []
-        keys.reserveCapacity(items.count)
-        for item in items where asked.insert(item.start.key).inserted { keys.append(item.start.key) }
+        // Only a load begun while its shard held detached loads can repeat a key.
+        let keys: [Key]
+        if items.contains(where: { $0.start.keyMayRepeat }) {
+            var seen = Set<Key>(minimumCapacity: items.count)
+            keys = items.compactMap { seen.insert($0.start.key).inserted ? $0.start.key : nil }
+        } else {
+            keys = items.map(\.start.key)
+        }
         var schedule = batcher.retry.makeSchedule()
         var generator = SystemRandomNumberGenerator()
         let outcome: Result<[Key: Value], any Error>
@@ -191,28 +203,36 @@ extension KeyedMonoTask {
             )
         }
         var callers = 0
+        var found = 0  // asked keys the loader returned
+        let now = time.nowNanoseconds()
         for item in items {
             let result: Result<Value, any Error>
             switch outcome {
             case .success(let values):
-                result = values[item.start.key].map { .success($0) }
-                    ?? .failure(KeyedMonoTaskKeyNotLoaded(key: item.start.key))
+                if let value = values[item.start.key] {
+                    result = .success(value)
+                    found += 1
+                } else {
+                    result = .failure(KeyedMonoTaskKeyNotLoaded(key: item.start.key))
+                }
             case .failure(let error):
                 result = .failure(error)
             }
-            callers += finishKey(item, result: result)
+            callers += finishKey(item, result: result, now: now)
         }
         span.finished(outcome, callers: callers)
-        guard case .success(let values) = outcome else { return }
+        // Keys returned without being asked, if more came back than the asked keys found.
+        guard case .success(let values) = outcome, values.count > found - (items.count - keys.count) else { return }
+        let asked = Set(keys)
         for (key, value) in values where !asked.contains(key) {
             cacheExtra(key: key, value: value)
         }
     }
 
-    /// Ends the load of one key of a batch with `result`; returns how many callers it served.
-    private func finishKey(_ item: Batcher.Item, result: Result<Value, any Error>) -> Int {
+    /// Ends the load of one key of a batch with `result` at `now`; returns how many callers it served.
+    @inlinable
+    func finishKey(_ item: Batcher.Item, result: Result<Value, any Error>, now: Int64) -> Int {
         let valueCost = cost(of: result, for: item.start.key)
-        let now = time.nowNanoseconds()
         let action = item.shard.withLock { [valueCost] in
             $0.attemptFinished(generation: item.start.generation, result: result, cost: valueCost, now: now)
         }
@@ -225,7 +245,8 @@ extension KeyedMonoTask {
     }
 
     /// Caches `value`, which a batch returned for `key` without being asked.
-    private func cacheExtra(key: Key, value: Value) {
+    @inlinable
+    func cacheExtra(key: Key, value: Value) {
         let valueCost = cost(of: .success(value), for: key)
         let now = time.nowNanoseconds()
         let state = shard(for: key)

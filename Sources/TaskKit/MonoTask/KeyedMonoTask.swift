@@ -65,15 +65,18 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     let occupancy: KeyedMonoTaskOccupancy
     @usableFromInline let time: InlineTimeSource
     /// The loader of one key; `nil` with a batch loader.
-    private let load: (@Sendable (Key) async throws -> Value)?
+    @usableFromInline let load: (@Sendable (Key) async throws -> Value)?
     /// The batch loader and its waiting keys; `nil` with a loader of one key.
     @usableFromInline let batcher: KeyedMonoTaskBatcher<Key, Value>?
     /// The cost of a loaded value, with a cost bound; `nil` without.
-    let cost: (@Sendable (Key, Value) -> Int)?
+    @usableFromInline let cost: (@Sendable (Key, Value) -> Int)?
     /// The metric objects, with a `metricsLabel`; `nil` (no metric objects) without.
     @usableFromInline let metrics: MonoTaskMetrics?
     /// The tracing seam, with a `tracing:` other than `.none`; `nil` (no span, no context) without.
     let tracer: (any TaskTracer)?
+    /// Whether `tracer` is set (what the inlinable load path checks: the tracer's type is not
+    /// visible to it).
+    @usableFromInline let isTraced: Bool
 
     /// Creates a cache that loads the value of a key with `load`.
     ///
@@ -221,6 +224,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         self.cost = cost
         self.metrics = metricsLabel.map { MonoTaskMetrics(label: $0, keyed: true) }
         self.tracer = tracing.tracer
+        self.isTraced = tracing.tracer != nil
     }
 
     // MARK: Shards
@@ -511,18 +515,28 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///
     /// - Parameter byCaller: Whether a call of the user's started the load (its span is then the
     ///   parent of the load's); `false` for the follow-up loads a load starts.
-    @usableFromInline
+    ///
+    /// Inlinable, as is all it calls to start, run and finish a load (or a batch): specialised
+    /// in the caller's module, the load path makes no generic metadata lookups (they were most
+    /// of a miss's cost, Benchmarks/NOTES.md, issue 36). Only the traced paths are out of line.
+    @inlinable
     func startLoad(_ start: Machine.StartLoad, in state: Shard, byCaller: Bool = true) {
         if let batcher {
             perform(batcher.enqueue(.init(start: start, shard: state)), batcher: batcher)
             return
         }
+        guard !isTraced else { return startTracedLoad(start, in: state, byCaller: byCaller) }
         let key = start.key
         let generation = start.generation
-        guard let tracer else {
-            Task.detached { await self.run(key: key, generation: generation, in: state, span: UntracedRun()) }
-            return
-        }
+        Task.detached { await self.run(key: key, generation: generation, in: state, span: UntracedRun()) }
+    }
+
+    /// ``startLoad(_:in:byCaller:)`` with a tracer: the load runs in a span.
+    @usableFromInline
+    func startTracedLoad(_ start: Machine.StartLoad, in state: Shard, byCaller: Bool) {
+        guard let tracer else { return }
+        let key = start.key
+        let generation = start.generation
         let parent = byCaller ? tracer.currentContext() : nil
         Task.detached {
             await tracer.withInternalSpan("KeyedMonoTask.load", parent: parent) { span in
@@ -533,7 +547,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
 
     /// Runs the attempts of a load of the shard `state`, reporting retries and the outcome to
     /// `span`.
-    private func run(
+    @inlinable
+    func run(
         key: Key, generation: Machine.Generation, in state: Shard, span: some RunSpan
     ) async {
         let started: Int64 = metrics == nil ? 0 : time.nowNanoseconds()
@@ -569,8 +584,10 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
 
     /// The end of a load of the shard `state`: destroys what it released, restores the bounds,
     /// delivers `result` to `waiters` and starts the follow-up load `next`.
+    @inlinable
     func finish(
-        waiters: [Waiter], result: Result<Value, any Error>, next: Machine.StartLoad?, released: Machine.Released,
+        waiters: [Machine.WaiterEntry], result: Result<Value, any Error>, next: Machine.StartLoad?,
+        released: Machine.Released,
         in state: Shard
     ) {
         withExtendedLifetime(released) {}
@@ -582,6 +599,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
 
     /// The cost of a successful `result` for `key` with a cost bound (checked not negative);
     /// `0` without one, or for a failure. Never called under a lock: `cost` is user code.
+    @inlinable
     func cost(of result: Result<Value, any Error>, for key: Key) -> Int {
         guard let cost, case .success(let value) = result else { return 0 }
         let valueCost = cost(key, value)
@@ -591,6 +609,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
 
     /// The cache is above a bound and the shard `finished` had nothing more to evict: evicts
     /// from the other shards, one after the other, until the bounds hold.
+    @inlinable
     func restoreBounds(besides finished: Shard) {
         var index = Int.random(in: 0..<shards.count)  // no shard always the one to give way
         for _ in shards.indices {
@@ -604,8 +623,18 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         }
     }
 
-    private func deliver(_ result: Result<Value, any Error>, to waiters: [Waiter]) {
-        for callback in waiters.resumingContinuations(with: result) { callback(result) }
+    /// Resumes the async waiters with `result`, then calls the callbacks, each in registration
+    /// order.
+    @inlinable
+    func deliver(_ result: Result<Value, any Error>, to waiters: [Machine.WaiterEntry]) {
+        var callbacks: [@Sendable (Result<Value, any Error>) -> Void] = []
+        for index in waiters.indices {
+            switch waiters[index].waiter {
+            case .async(let continuation): continuation.resume(returning: result)
+            case .callback(let callback): callbacks.append(callback)
+            }
+        }
+        for callback in callbacks { callback(result) }
     }
 }
 
@@ -623,6 +652,7 @@ extension MonoTaskMetrics {
     }
 
     /// Counts `count` evictions.
+    @usableFromInline
     func recordEvictions(_ count: Int) {
         if count > 0, let evictions { evictions.increment(by: count) }
     }

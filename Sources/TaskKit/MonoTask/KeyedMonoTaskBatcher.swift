@@ -8,29 +8,40 @@
 /// dispatched but full batches, so its missing keys go in as few calls as the size allows.
 @usableFromInline
 final class KeyedMonoTaskBatcher<Key: Hashable & Sendable, Value: Sendable>: Sendable {
-    typealias Machine = KeyedMonoTaskStateMachine<Key, Value, MonoWaiter<Value>>
-    typealias Shard = KeyedMonoTaskShard<Key, Value>
+    @usableFromInline typealias Machine = KeyedMonoTaskStateMachine<Key, Value, MonoWaiter<Value>>
+    @usableFromInline typealias Shard = KeyedMonoTaskShard<Key, Value>
 
     /// A key whose load began in `shard`.
+    @usableFromInline
     struct Item: Sendable {
-        let start: Machine.StartLoad
-        let shard: Shard
+        @usableFromInline let start: Machine.StartLoad
+        @usableFromInline let shard: Shard
+
+        @usableFromInline
+        init(start: Machine.StartLoad, shard: Shard) {
+            self.start = start
+            self.shard = shard
+        }
     }
 
+    @usableFromInline
     struct State {
-        var pending: [Item] = []
+        @usableFromInline var pending: [Item] = []
         /// A dispatch task is scheduled and has not taken the pending keys yet.
-        var dispatchScheduled = false
+        @usableFromInline var dispatchScheduled = false
         /// `values(for:)` calls registering their keys.
-        var holds = 0
+        @usableFromInline var holds = 0
         /// Calls made to the batch loader (retries not counted) and the keys they carried.
-        var batches = 0
-        var batchedKeys = 0
+        @usableFromInline var batches = 0
+        @usableFromInline var batchedKeys = 0
         /// Retries of whole batches.
-        var retries = 0
+        @usableFromInline var retries = 0
+
+        @usableFromInline init() {}
     }
 
     /// What the owner does after ``enqueue(_:)`` or ``release()``.
+    @usableFromInline
     enum Action {
         /// Nothing: a dispatch is scheduled already, or a hold defers it.
         case none
@@ -41,14 +52,14 @@ final class KeyedMonoTaskBatcher<Key: Hashable & Sendable, Value: Sendable>: Sen
     }
 
     /// Loads a batch: the caller's loader.
-    let load: @Sendable ([Key]) async throws -> [Key: Value]
+    @usableFromInline let load: @Sendable ([Key]) async throws -> [Key: Value]
     /// The most keys in one call of ``load``.
-    let maximumBatchSize: Int
+    @usableFromInline let maximumBatchSize: Int
     /// How long the dispatch task waits, on the cache's clock, before taking the keys.
-    let window: Duration
+    @usableFromInline let window: Duration
     /// How a failed batch is retried (as a whole).
-    let retry: RetryCount
-    private let state = LockedState(State())
+    @usableFromInline let retry: RetryCount
+    @usableFromInline let state = LockedState(State())
 
     init(
         maximumBatchSize: Int, window: Duration, retry: RetryCount,
@@ -61,6 +72,7 @@ final class KeyedMonoTaskBatcher<Key: Hashable & Sendable, Value: Sendable>: Sen
     }
 
     /// A key's load began: it waits for a batch.
+    @inlinable
     func enqueue(_ item: Item) -> Action {
         state.withLock { state in
             state.pending.append(item)
@@ -89,12 +101,14 @@ final class KeyedMonoTaskBatcher<Key: Hashable & Sendable, Value: Sendable>: Sen
     }
 
     /// How many keys wait.
+    @inlinable
     var pendingCount: Int {
         state.withLock { $0.pending.count }
     }
 
     /// The dispatch task takes every waiting key, in batches of at most ``maximumBatchSize``;
     /// none while a hold is on (its release schedules the next dispatch).
+    @inlinable
     func takeAll() -> [[Item]] {
         state.withLock { state in
             state.dispatchScheduled = false
@@ -108,6 +122,7 @@ final class KeyedMonoTaskBatcher<Key: Hashable & Sendable, Value: Sendable>: Sen
     }
 
     /// A failed batch is retried.
+    @inlinable
     func recordRetry() {
         state.withLock { $0.retries += 1 }
     }
@@ -117,7 +132,8 @@ final class KeyedMonoTaskBatcher<Key: Hashable & Sendable, Value: Sendable>: Sen
         state.withLock { ($0.batches, $0.batchedKeys, $0.retries) }
     }
 
-    private static func take(_ count: Int, from state: inout State) -> [Item] {
+    @inlinable
+    static func take(_ count: Int, from state: inout State) -> [Item] {
         let batch = Array(state.pending.prefix(count))
         state.pending.removeFirst(count)
         state.batches += 1

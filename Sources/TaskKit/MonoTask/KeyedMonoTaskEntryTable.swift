@@ -48,6 +48,16 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         @usableFromInline var storedAt: Int64
         /// The generation of the load in flight for this key, `0` for none.
         @usableFromInline var load: UInt64
+
+        @usableFromInline
+        init(key: Key, value: Value?, hash: UInt32, slot: Int32, storedAt: Int64, load: UInt64) {
+            self.key = key
+            self.value = value
+            self.hash = hash
+            self.slot = slot
+            self.storedAt = storedAt
+            self.load = load
+        }
     }
 
     /// The queue links of a slot: `previous` towards the newer nodes (`none` for the head), `next`
@@ -61,6 +71,9 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         @usableFromInline var node: Node
         /// The key the index held for the node: the node's own (the table keeps one copy).
         @usableFromInline var indexKey: Key { node.key }
+
+        @usableFromInline
+        init(node: Node) { self.node = node }
     }
 
     /// The hash table: empty, or a power of two of buckets, at most 4/5 of them holding a node.
@@ -71,12 +84,12 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     @usableFromInline var links: [Link] = []
     /// The cost of each slot's value (0 without a value), kept only when a cost bound is
     /// configured; empty otherwise, so the hit path never touches it.
-    var costs: [Int] = []
+    @usableFromInline var costs: [Int] = []
     /// The sum of `costs`.
-    private(set) var totalCost = 0
-    let tracksCost: Bool
+    @usableFromInline private(set) var totalCost = 0
+    @usableFromInline let tracksCost: Bool
     /// The whole cache's count and cost, which this table's changes are added to.
-    let occupancy: KeyedMonoTaskOccupancy
+    @usableFromInline let occupancy: KeyedMonoTaskOccupancy
     /// The newest slot in the queue.
     @usableFromInline var head: Int32 = none
     /// The oldest slot in the queue.
@@ -125,8 +138,13 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     /// The bucket holding `key`, whose `hashValue` the caller computed, if present.
     @inlinable
     func findBucket(_ key: Key, hashValue: Int) -> Int? {
+        findBucket(key, hash: UInt32(truncatingIfNeeded: hashValue))
+    }
+
+    /// The bucket holding `key`, whose ``Node/hash`` is `hash`, if present.
+    @inlinable
+    func findBucket(_ key: Key, hash: UInt32) -> Int? {
         guard !buckets.isEmpty else { return nil }
-        let hash = UInt32(truncatingIfNeeded: hashValue)
         let mask = buckets.count &- 1
         var b = Int(hash) & mask
         while true {
@@ -162,23 +180,29 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     }
 
     /// Adds `key` with a load in flight (not in the queue). Returns its slot.
-    @usableFromInline
+    @inlinable
     mutating func insertLoading(_ key: Key, generation: UInt64) -> Int32 {
+        insertLoading(key, hash: UInt32(truncatingIfNeeded: key.hashValue), generation: generation)
+    }
+
+    /// Adds `key`, whose ``Node/hash`` is `hash`, with a load in flight (not in the queue).
+    /// Returns its slot.
+    @inlinable
+    mutating func insertLoading(_ key: Key, hash: UInt32, generation: UInt64) -> Int32 {
         precondition(count < Int(Int32.max) / 2, "KeyedMonoTask: more than \(Int32.max / 2) entries")
         if (count + 1) * 5 > buckets.count * 4 { grow() }
         let slot = Int32(count)
-        let hash = UInt32(truncatingIfNeeded: key.hashValue)
         let b = emptyBucket(from: hash)
         buckets[b] = Node(key: key, value: nil, hash: hash, slot: slot, storedAt: 0, load: generation)
         bucketOf.append(Int32(b))
         links.append(Link(previous: Self.none, next: Self.none))
         if tracksCost { costs.append(0) }
-        occupancy.entries.add(1, ordering: .relaxed)
+        occupancy.addEntries(1)
         return slot
     }
 
     /// A load starts for a node that has none: it leaves the queue (keeping its mark).
-    @usableFromInline
+    @inlinable
     mutating func beginLoad(_ slot: Int32, generation: UInt64) {
         let b = bucket(of: slot)
         precondition(buckets[b]!.load == 0, "KeyedMonoTask: a second load for one entry")
@@ -188,14 +212,14 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
 
     /// The load of a node ended and the node stays: it enters the queue at the head, keeping its
     /// mark (a refresh is started by reads).
-    @usableFromInline
+    @inlinable
     mutating func endLoad(_ slot: Int32) {
         buckets[bucket(of: slot)]!.load = 0
         linkAtHead(slot)
     }
 
     /// Removes the node of `slot` (from the queue too, if it is in it).
-    @usableFromInline
+    @inlinable
     mutating func remove(_ slot: Int32) -> Removed {
         let i = Int(slot)
         let node = self[slot]
@@ -203,10 +227,10 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         // `node` keeps the key and value alive: emptying the bucket destroys neither.
         removeBucket(at: bucket(of: slot))
         let last = count - 1
-        occupancy.entries.subtract(1, ordering: .relaxed)
+        occupancy.addEntries(-1)
         if tracksCost {
             totalCost -= costs[i]
-            occupancy.cost.subtract(costs[i], ordering: .relaxed)
+            occupancy.addCost(-costs[i])
             costs.swapAt(i, last)
             costs.removeLast()
         }
@@ -230,10 +254,11 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     }
 
     /// Records the cost of the value now in `slot` (0 for none). No-op without a cost bound.
+    @inlinable
     mutating func setCost(_ slot: Int32, _ cost: Int) {
         guard tracksCost else { return }
         totalCost += cost - costs[Int(slot)]
-        occupancy.cost.add(cost - costs[Int(slot)], ordering: .relaxed)
+        occupancy.addCost(cost - costs[Int(slot)])
         costs[Int(slot)] = cost
     }
 
@@ -242,7 +267,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     /// node; the hand stays at that node's newer neighbour. With `keepingHead`, the head (the
     /// value that just arrived) is passed over, neither cleared nor evicted. `nil` when nothing
     /// may be evicted.
-    @usableFromInline
+    @inlinable
     mutating func evict(keepingHead: Bool) -> Removed? {
         guard tail != Self.none, !(keepingHead && tail == head) else { return nil }
         var slot = hand == Self.none ? tail : hand
@@ -279,7 +304,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     // MARK: Hash table
 
     /// The first empty bucket from the home bucket of `hash` (there is one: at most 4/5 are used).
-    @usableFromInline
+    @inlinable
     func emptyBucket(from hash: UInt32) -> Int {
         let mask = buckets.count - 1
         var b = Int(hash) & mask
@@ -290,7 +315,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     /// Empties bucket `b` and shifts the nodes after it in its run back, so that every node stays
     /// reachable from its home bucket without crossing an empty bucket. Moved nodes get their
     /// new bucket in `bucketOf`. Destroys no key or value: each moved node is copied first.
-    @usableFromInline
+    @inlinable
     mutating func removeBucket(at b: Int) {
         let mask = buckets.count - 1
         var hole = b
@@ -309,7 +334,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     }
 
     /// Doubles the hash table (8 buckets at first) and reinserts the nodes by their stored hashes.
-    @usableFromInline
+    @inlinable
     mutating func grow() {
         let old = buckets
         buckets = Array(repeating: nil, count: Swift.max(8, old.count * 2))

@@ -14,12 +14,18 @@ import Synchronization
 @usableFromInline
 final class KeyedMonoTaskOccupancy: Sendable {
     /// Entries held by every shard, loading or cached.
-    let entries = Atomic<Int>(0)
+    @usableFromInline let entries = Atomic<Int>(0)
     /// The sum of the cached values' costs in every shard (0 without a cost bound).
-    let cost = Atomic<Int>(0)
+    @usableFromInline let cost = Atomic<Int>(0)
 
     @usableFromInline init() {}
 
-    var entryCount: Int { entries.load(ordering: .relaxed) }
-    var totalCost: Int { cost.load(ordering: .relaxed) }
+    @inlinable var entryCount: Int { entries.load(ordering: .relaxed) }
+    @inlinable var totalCost: Int { cost.load(ordering: .relaxed) }
+
+    /// Adds `delta` (negative: removes) to the entry count.
+    @inlinable func addEntries(_ delta: Int) { entries.add(delta, ordering: .relaxed) }
+
+    /// Adds `delta` (negative: removes) to the total cost.
+    @inlinable func addCost(_ delta: Int) { cost.add(delta, ordering: .relaxed) }
 }

@@ -37,9 +37,9 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         /// The retry policy of each load.
         @usableFromInline var retry: RetryCount
         /// The bound on the sum of the whole cache's cached values' costs, `nil` for none.
-        var maximumCost: Int?
+        @usableFromInline var maximumCost: Int?
         /// The randomness of the retry delays' jitter.
-        var jitter: RetryJitter
+        @usableFromInline var jitter: RetryJitter
 
         @usableFromInline
         init(
@@ -64,24 +64,35 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         static var forever: Int64 { Duration.keyedMonoTaskForever }
 
         /// Whether a success is kept at all (`false` when both durations are zero).
-        var keepsResults: Bool { usableFor > 0 }
+        @inlinable var keepsResults: Bool { usableFor > 0 }
     }
 
     @usableFromInline typealias WaiterEntry = IdentifiedWaiter<Waiter>
 
     @usableFromInline
     struct Load {
-        var key: Key
+        @usableFromInline var key: Key
+        /// The key's ``KeyedMonoTaskEntryTable/Node/hash``: the load finds its entry without
+        /// hashing the key again.
+        @usableFromInline var hash: UInt32
         /// Waiting for the backoff delay before the next attempt.
-        var inBackoff = false
+        @usableFromInline var inBackoff = false
         /// Served by this load's result, in registration order.
         @usableFromInline var waiters: [WaiterEntry]
         /// `forceUpdate` callers that arrived after this load began: served by the load that
         /// follows it. Non-`nil` means a follow-up load is requested.
         @usableFromInline var followUp: [WaiterEntry]?
-        var schedule: RetrySchedule
+        @usableFromInline var schedule: RetrySchedule
         /// `false` once `invalidate` detached it: its result is delivered but not stored.
-        var attached = true
+        @usableFromInline var attached = true
+
+        @usableFromInline
+        init(key: Key, hash: UInt32, waiters: [WaiterEntry], schedule: RetrySchedule) {
+            self.key = key
+            self.hash = hash
+            self.waiters = waiters
+            self.schedule = schedule
+        }
     }
 
     /// Start the load `generation` for `key`.
@@ -89,6 +100,16 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     struct StartLoad {
         @usableFromInline var key: Key
         @usableFromInline var generation: Generation
+        /// Another load of the key may be in flight: the shard holds loads that `invalidate`
+        /// detached. Only then can a batch hold two loads of one key.
+        @usableFromInline var keyMayRepeat: Bool
+
+        @usableFromInline
+        init(key: Key, generation: Generation, keyMayRepeat: Bool = false) {
+            self.key = key
+            self.generation = generation
+            self.keyMayRepeat = keyMayRepeat
+        }
     }
 
     /// Keys and values taken out of the state, to be destroyed after the lock is released.
@@ -99,10 +120,11 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         @usableFromInline var evictions = 0
         /// The cache is still above a bound and this shard had nothing more to evict: the owner
         /// evicts from the other shards.
-        var overBound = false
-        var values: [Value] = []
-        var keys: [Key] = []
-        var table: [Table.Node]?
+        @usableFromInline var overBound = false
+        @usableFromInline var values: [Value] = []
+        /// The key of the load that finished (the machine's copy).
+        @usableFromInline var key: Key?
+        @usableFromInline var table: [Table.Node]?
 
         @usableFromInline init() {}
     }
@@ -132,11 +154,12 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         case callerCancelled
     }
 
+    @usableFromInline
     enum AttemptFinishedAction {
         /// Sleep for the delay, then call ``retryDue(generation:)`` and attempt again.
         case retry(after: Duration)
         /// Deliver `result` to `waiters` (registration order), then start `next` if non-`nil`.
-        case finish(waiters: [Waiter], result: Result<Value, any Error>, next: StartLoad?, released: Released)
+        case finish(waiters: [WaiterEntry], result: Result<Value, any Error>, next: StartLoad?, released: Released)
     }
 
     // MARK: State
@@ -146,8 +169,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// Written only by the machine's own methods.
     @usableFromInline var loads: [Generation: Load] = [:]
     /// Loads in `loads` that `invalidate` detached from their entry.
-    private(set) var detachedLoads = 0
-    private(set) var generation: Generation = 0
+    @usableFromInline private(set) var detachedLoads = 0
+    @usableFromInline private(set) var generation: Generation = 0
     @usableFromInline var lastWaiterID: WaiterID = 0
     @usableFromInline var counters = KeyedMonoTaskCounters()
 
@@ -160,13 +183,15 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     }
 
     /// Whether the whole cache is above one of its bounds.
-    private func isOverBound() -> Bool {
+    @inlinable
+    func isOverBound() -> Bool {
         table.occupancy.entryCount > configuration.maximumEntries
             || configuration.maximumCost.map { table.occupancy.totalCost > $0 } == true
     }
 
     /// Whether the whole cache is at its entry bound (a new key needs room).
-    private func isFull() -> Bool {
+    @inlinable
+    func isFull() -> Bool {
         table.occupancy.entryCount >= configuration.maximumEntries
     }
 
@@ -236,7 +261,9 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     ) -> RequestAction {
         guard let bucket = table.findBucket(key, hashValue: hashValue) else {
             if callerCancelled { return .callerCancelled }
-            return loadNewEntry(key: key, waiter: WaiterEntry(id: id, waiter: waiter))
+            return loadNewEntry(
+                key: key, hash: UInt32(truncatingIfNeeded: hashValue), waiter: WaiterEntry(id: id, waiter: waiter)
+            )
         }
         if !forceUpdate, let hit = cacheHit(bucket: bucket, now: now) {
             return .deliverCached(hit.value, refresh: hit.refresh)
@@ -259,20 +286,20 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
 
     /// ``request(key:waiter:id:forceUpdate:now:callerCancelled:)`` for a key without an entry:
     /// makes room (only entries without a load in flight can go), then starts its load.
-    @usableFromInline
-    mutating func loadNewEntry(key: Key, waiter: WaiterEntry) -> RequestAction {
+    @inlinable
+    mutating func loadNewEntry(key: Key, hash: UInt32, waiter: WaiterEntry) -> RequestAction {
         var released = Released()
         makeRoom(&released)
-        let generation = beginLoad(key: key, waiters: [waiter])
-        _ = table.insertLoading(key, generation: generation)
-        counters.misses += 1
-        return .enqueued(startLoad: StartLoad(key: key, generation: generation), released: released)
+        let generation = beginLoad(key: key, hash: hash, waiters: [waiter])
+        _ = table.insertLoading(key, hash: hash, generation: generation)
+        counters.recordMiss()
+        return .enqueued(startLoad: startLoad(key: key, generation: generation), released: released)
     }
 
     /// ``request(key:waiter:id:forceUpdate:now:callerCancelled:)`` for an idle entry whose value
     /// is unusable, or a forced call: loads now. A forced load keeps a usable value for the
     /// callers that are not forced; an unusable one is dropped.
-    @usableFromInline
+    @inlinable
     mutating func reload(slot: Int32, key: Key, waiter: WaiterEntry, now: Int64) -> RequestAction {
         var released = Released()
         let node = table[slot]
@@ -281,10 +308,10 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             table[slot].value = nil
             table.setCost(slot, 0)
         }
-        let generation = beginLoad(key: key, waiters: [waiter])
+        let generation = beginLoad(key: key, hash: node.hash, waiters: [waiter])
         table.beginLoad(slot, generation: generation)
-        counters.misses += 1
-        return .enqueued(startLoad: StartLoad(key: key, generation: generation), released: released)
+        counters.recordMiss()
+        return .enqueued(startLoad: startLoad(key: key, generation: generation), released: released)
     }
 
     /// An async caller's task was cancelled: take its waiter out, if still stored.
@@ -313,6 +340,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
 
     /// An attempt of load `generation` returned `result`; `cost` is the cost of a success when
     /// a cost bound is configured (computed by the owner before taking the lock).
+    @inlinable
     mutating func attemptFinished(
         generation finished: Generation, result: Result<Value, any Error>, cost: Int = 0, now: Int64
     ) -> AttemptFinishedAction {
@@ -320,7 +348,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             var jitter = configuration.jitter  // copies share one generator
             if let delay = loads[finished]!.schedule.nextDelay(using: &jitter) {
                 loads[finished]!.inBackoff = true
-                counters.retries += 1
+                counters.recordRetry()
                 return .retry(after: delay)
             }
         }
@@ -329,11 +357,11 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         // once they are over.
         if loads.isEmpty, loads.capacity > 64 { loads = [:] }
         var released = Released()
-        released.keys.append(load.key)
-        if case .failure = result { counters.failures += 1 }
+        released.key = load.key
+        if case .failure = result { counters.recordFailure() }
         var next: StartLoad?
         if load.attached {
-            let slot = table.find(load.key)!
+            let slot = table.buckets[table.findBucket(load.key, hash: load.hash)!]!.slot
             assert(table[slot].load == finished, "an attached load names its entry")
             if case .success(let value) = result, configuration.keepsResults {
                 if let old = table[slot].value { released.values.append(old) }
@@ -349,9 +377,9 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             }
             let node = table[slot]
             if let followUp = load.followUp {
-                let generation = beginLoad(key: load.key, waiters: followUp)
+                let generation = beginLoad(key: load.key, hash: load.hash, waiters: followUp)
                 table[slot].load = generation
-                next = StartLoad(key: load.key, generation: generation)
+                next = startLoad(key: load.key, generation: generation)
             } else if node.value != nil, freshness(storedAt: node.storedAt, now: now) != .unusable {
                 table.endLoad(slot)
                 // Restore the bounds, never evicting this result.
@@ -362,15 +390,12 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         } else {
             detachedLoads -= 1
         }
-        // An index loop, not `map`: unspecialised, `map` reads each element through a coroutine.
-        var waiters: [Waiter] = []
-        waiters.reserveCapacity(load.waiters.count)
-        for index in 0..<load.waiters.count { waiters.append(load.waiters[index].waiter) }
-        return .finish(waiters: waiters, result: result, next: next, released: released)
+        return .finish(waiters: load.waiters, result: result, next: next, released: released)
     }
 
     /// Another shard's load finished with the cache above a bound and nothing left to evict
     /// there: evicts from this shard until the bounds hold or nothing here may go.
+    @inlinable
     mutating func evictWhileOverBound() -> Released {
         var released = Released()
         restoreBounds(keepingHead: false, &released)
@@ -381,19 +406,22 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// as a finished load would, when the key has no entry (making room as a new key does, and
     /// restoring the bounds without evicting it) or an idle one. A key whose load is in flight
     /// is left to that load. `cost` is the value's cost with a cost bound.
+    @inlinable
     mutating func cacheExtra(key: Key, value: Value, cost: Int = 0, now: Int64) -> Released {
         var released = Released()
         guard configuration.keepsResults else { return released }
         if let maximumCost = configuration.maximumCost, cost > maximumCost { return released }
         let slot: Int32
-        if let found = table.find(key) {
+        let hash = UInt32(truncatingIfNeeded: key.hashValue)
+        if let bucket = table.findBucket(key, hash: hash) {
+            let found = table.buckets[bucket]!.slot
             guard table[found].load == 0 else { return released }
             slot = found
             if let old = table[slot].value { released.values.append(old) }
             table.beginLoad(slot, generation: UInt64.max)  // out of the queue while it changes
         } else {
             makeRoom(&released)
-            slot = table.insertLoading(key, generation: UInt64.max)
+            slot = table.insertLoading(key, hash: hash, generation: UInt64.max)
         }
         table[slot].value = value
         table[slot].storedAt = now
@@ -404,6 +432,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     }
 
     /// The backoff delay of load `generation` is over: its next attempt starts.
+    @inlinable
     mutating func retryDue(generation: Generation) {
         loads[generation]!.inBackoff = false
     }
@@ -442,19 +471,21 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         loads[running]!.followUp = nil
         // The forced callers asked for a load that begins after their call: a new entry, now.
         let key = loads[running]!.key
+        let hash = loads[running]!.hash
         makeRoom(&released)
-        let generation = beginLoad(key: key, waiters: followUp)
-        _ = table.insertLoading(key, generation: generation)
-        return StartLoad(key: key, generation: generation)
+        let generation = beginLoad(key: key, hash: hash, waiters: followUp)
+        _ = table.insertLoading(key, hash: hash, generation: generation)
+        return startLoad(key: key, generation: generation)
     }
 
     // MARK: Helpers
 
     /// Evicts (into `released`) while the whole cache is at its entry bound: room for a new key.
-    private mutating func makeRoom(_ released: inout Released) {
+    @inlinable
+    mutating func makeRoom(_ released: inout Released) {
         while isFull(), let evicted = table.evict(keepingHead: false) {
             released.removed.append(evicted)
-            counters.evictions += 1
+            counters.recordEviction()
             released.evictions += 1
         }
     }
@@ -462,10 +493,11 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// Evicts (into `released`) while the whole cache is above a bound, never the head with
     /// `keepingHead` (the value that just arrived); sets `released.overBound` when this shard
     /// had nothing more to evict.
-    private mutating func restoreBounds(keepingHead: Bool, _ released: inout Released) {
+    @inlinable
+    mutating func restoreBounds(keepingHead: Bool, _ released: inout Released) {
         while isOverBound(), let evicted = table.evict(keepingHead: keepingHead) {
             released.removed.append(evicted)
-            counters.evictions += 1
+            counters.recordEviction()
             released.evictions += 1
         }
         released.overBound = isOverBound()
@@ -489,22 +521,28 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     }
 
     /// A stale value is served: start the one background refresh unless a load is in flight.
-    @usableFromInline
+    @inlinable
     mutating func staleHit(_ slot: Int32) -> StartLoad? {
-        counters.hits += 1
-        counters.staleHits += 1
+        counters.recordStaleHit()
         guard table[slot].load == 0 else { return nil }
         let key = table[slot].key
-        let generation = beginLoad(key: key, waiters: [])
+        let generation = beginLoad(key: key, hash: table[slot].hash, waiters: [])
         table.beginLoad(slot, generation: generation)
-        return StartLoad(key: key, generation: generation)
+        return startLoad(key: key, generation: generation)
+    }
+
+    /// The order to start load `generation` of `key`.
+    @inlinable
+    func startLoad(key: Key, generation: Generation) -> StartLoad {
+        StartLoad(key: key, generation: generation, keyMayRepeat: detachedLoads > 0)
     }
 
     /// Creates a load in `loads` and returns its generation.
-    private mutating func beginLoad(key: Key, waiters: [WaiterEntry]) -> Generation {
+    @inlinable
+    mutating func beginLoad(key: Key, hash: UInt32, waiters: [WaiterEntry]) -> Generation {
         generation &+= 1
-        counters.loads += 1
-        loads[generation] = Load(key: key, waiters: waiters, schedule: configuration.retry.makeSchedule())
+        counters.recordLoad()
+        loads[generation] = Load(key: key, hash: hash, waiters: waiters, schedule: configuration.retry.makeSchedule())
         return generation
     }
 }
@@ -539,6 +577,23 @@ extension KeyedMonoTaskStateMachine.FastPathAction: Sendable where Key: Sendable
 extension KeyedMonoTaskStateMachine.RequestAction: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
 extension KeyedMonoTaskStateMachine.AttemptFinishedAction: Sendable
 where Key: Sendable, Value: Sendable, Waiter: Sendable {}
+
+extension KeyedMonoTaskCounters {
+    // The machine's inlinable paths count through these: a setter of a `public internal(set)`
+    // property cannot be called from inlinable code, a `@usableFromInline` method can (and is
+    // cheap: the type is not generic).
+    @usableFromInline mutating func recordMiss() { misses += 1 }
+    @usableFromInline mutating func recordLoad() { loads += 1 }
+    @usableFromInline mutating func recordRetry() { retries += 1 }
+    @usableFromInline mutating func recordFailure() { failures += 1 }
+    @usableFromInline mutating func recordEviction() { evictions += 1 }
+
+    @usableFromInline
+    mutating func recordStaleHit() {
+        hits += 1
+        staleHits += 1
+    }
+}
 
 extension Duration {
     /// About 73 years in nanoseconds: the age a value kept "forever" never reaches.

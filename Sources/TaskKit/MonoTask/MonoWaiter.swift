@@ -24,6 +24,7 @@ enum MonoWaiter<Value: Sendable> {
 extension Array {
     /// Resumes the async waiters among these with `result`, in order, and returns the callbacks
     /// of the others, in order, for the owner to call (where its rules say).
+    @inlinable
     func resumingContinuations<Value>(
         with result: Result<Value, any Error>
     ) -> [@Sendable (Result<Value, any Error>) -> Void] where Element == MonoWaiter<Value> {
