@@ -63,26 +63,18 @@ extension IntervalProxy {
     }
 
     /// Monstra's spelling of ``exponential(initial:scaleRate:maximumDelay:jitter:)``, with the
-    /// delays in seconds.
+    /// delay in seconds and Monstra's parameters only: a cap and jitter are on the `Duration`
+    /// spelling (or `capped(at:)` and ``jittered(_:)``).
     ///
     /// - Parameters:
     ///   - initialTimeInterval: The delay before the first retry, in seconds; a negative value is 0.
     ///   - scaleRate: The growth factor; a value below 1 acts as 1.
-    ///   - maximumTimeInterval: An optional cap in seconds; a negative value is 0.
-    ///   - jitter: Optional randomisation. Defaults to none.
-    @available(*, deprecated, renamed: "exponential(initial:scaleRate:maximumDelay:jitter:)", message: "pass the delays as Durations")
+    @available(*, deprecated, renamed: "exponential(initial:scaleRate:maximumDelay:jitter:)", message: "pass the delay as a Duration")
     public static func exponentialBackoff(
         initialTimeInterval: TimeInterval = defaultInitialTimeInterval,
-        scaleRate: Double = defaultScaleRate,
-        maximumTimeInterval: TimeInterval? = nil,
-        jitter: Jitter = .none
+        scaleRate: Double = defaultScaleRate
     ) -> IntervalProxy {
-        .exponential(
-            initial: delay(initialTimeInterval, "initialTimeInterval"),
-            scaleRate: scaleRate,
-            maximumDelay: maximumTimeInterval.map { delay($0, "maximumTimeInterval") },
-            jitter: jitter
-        )
+        .exponential(initial: delay(initialTimeInterval, "initialTimeInterval"), scaleRate: scaleRate)
     }
 
     /// Monstra's spelling of ``exponentialThenFixed(initial:scaleRate:exponentialRetries:fixed:)``:
@@ -186,62 +178,51 @@ extension RetrySchedule {
 }
 
 extension MonoTask {
-    /// Monstra's spelling of the callback initialiser that takes `resultExpireDuration: Duration?`:
-    /// `resultExpireDuration` and `refreshAfter` in seconds, `.infinity` for a value cached until
-    /// cleared. A negative or NaN `resultExpireDuration`, and a `refreshAfter` that is not finite,
-    /// not below `resultExpireDuration` or negative, stop the program with a message naming it.
+    /// Monstra's callback initialiser: `resultExpireDuration` in seconds, `.infinity` for a value
+    /// cached until cleared; a negative or NaN value stops the program with a message naming it.
+    /// It takes Monstra's parameters only: refresh-ahead, a clock, a logger, metrics and tracing
+    /// are on the `Duration?` initialiser it is renamed to.
     @_disfavoredOverload
     @available(
         *, deprecated, renamed: "init(retry:resultExpireDuration:refreshAfter:taskQueue:callbackQueue:clock:logger:metricsLabel:tracing:task:)",
-        message: "pass the durations as Duration? (nil: cached until cleared)"
+        message: "pass resultExpireDuration as a Duration? (nil: cached until cleared)"
     )
     public convenience init(
         retry: RetryCount = .never,
         resultExpireDuration: TimeInterval,
-        refreshAfter: TimeInterval? = nil,
         taskQueue: DispatchQueue = .global(),
         callbackQueue: DispatchQueue = .global(),
-        clock: some Clock<Duration> = ContinuousClock(),
-        logger: Logger = .silent(label: "TaskKit.MonoTask"),
-        metricsLabel: String? = nil,
-        tracing: TaskTracing = .none,
         task: @escaping CallbackExecution
     ) {
         self.init(
-            retry: retry, seconds: (resultExpireDuration, refreshAfter), callbackQueue: callbackQueue, clock: clock,
-            logger: logger, metricsLabel: metricsLabel, tracing: tracing, body: .callback(task, taskQueue)
+            retry: retry, resultExpireDuration: Self.timeToLive(seconds: resultExpireDuration),
+            callbackQueue: callbackQueue, body: .callback(task, taskQueue)
         )
     }
 
-    /// Monstra's spelling of the async initialiser that takes `resultExpireDuration: Duration?`:
-    /// `resultExpireDuration` and `refreshAfter` in seconds, `.infinity` for a value cached until
-    /// cleared, validated as by the callback form. `taskQueue` is accepted and not used: an async
-    /// block runs in a Swift task.
+    /// Monstra's async initialiser: `resultExpireDuration` in seconds, validated as by the
+    /// callback form, and Monstra's parameters only. `taskQueue` is accepted and not used: an
+    /// async block runs in a Swift task.
     @_disfavoredOverload
     @available(
         *, deprecated, renamed: "init(retry:resultExpireDuration:refreshAfter:callbackQueue:clock:logger:metricsLabel:tracing:task:)",
-        message: "pass the durations as Duration? (nil: cached until cleared); an async block takes no taskQueue"
+        message: "pass resultExpireDuration as a Duration? (nil: cached until cleared); an async block takes no taskQueue"
     )
     public convenience init(
         retry: RetryCount = .never,
         resultExpireDuration: TimeInterval,
-        refreshAfter: TimeInterval? = nil,
         taskQueue: DispatchQueue = .global(),
         callbackQueue: DispatchQueue = .global(),
-        clock: some Clock<Duration> = ContinuousClock(),
-        logger: Logger = .silent(label: "TaskKit.MonoTask"),
-        metricsLabel: String? = nil,
-        tracing: TaskTracing = .none,
         task: @escaping AsyncExecution
     ) {
         self.init(
-            retry: retry, seconds: (resultExpireDuration, refreshAfter), callbackQueue: callbackQueue, clock: clock,
-            logger: logger, metricsLabel: metricsLabel, tracing: tracing, body: .async(task)
+            retry: retry, resultExpireDuration: Self.timeToLive(seconds: resultExpireDuration),
+            callbackQueue: callbackQueue, body: .async(task)
         )
     }
 
-    /// Monstra's labels on the async initialiser: `taskQueue` is accepted and not used, since an
-    /// async block runs in a Swift task.
+    /// Monstra's labels on the async initialiser with a `Duration?`: `taskQueue` is accepted and
+    /// not used, since an async block runs in a Swift task.
     @available(
         *, deprecated, renamed: "init(retry:resultExpireDuration:refreshAfter:callbackQueue:clock:logger:metricsLabel:tracing:task:)",
         message: "an async block runs in a Swift task and takes no taskQueue"
@@ -249,20 +230,11 @@ extension MonoTask {
     public convenience init(
         retry: RetryCount = .never,
         resultExpireDuration: Duration?,
-        refreshAfter: Duration? = nil,
         taskQueue: DispatchQueue,
         callbackQueue: DispatchQueue = .global(),
-        clock: some Clock<Duration> = ContinuousClock(),
-        logger: Logger = .silent(label: "TaskKit.MonoTask"),
-        metricsLabel: String? = nil,
-        tracing: TaskTracing = .none,
         task: @escaping AsyncExecution
     ) {
-        self.init(
-            retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter,
-            callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel, tracing: tracing,
-            body: .async(task)
-        )
+        self.init(retry: retry, resultExpireDuration: resultExpireDuration, callbackQueue: callbackQueue, body: .async(task))
     }
 
     /// Monstra's spelling of ``clearResult(ongoingExecutionStrategy:restartWhenIdle:)``:
@@ -275,39 +247,24 @@ extension MonoTask {
         clearResult(ongoingExecutionStrategy: ongoingExecutionStrategy, restartWhenIdle: shouldRestartWhenIDLE)
     }
 
-    /// The initialiser the seconds-based ones forward to: `seconds` are their
-    /// `resultExpireDuration` and `refreshAfter`, taken as by ``durations(_:_:)``.
-    private convenience init(
-        retry: RetryCount, seconds: (resultExpireDuration: TimeInterval, refreshAfter: TimeInterval?),
-        callbackQueue: DispatchQueue, clock: some Clock<Duration>, logger: Logger, metricsLabel: String?,
-        tracing: TaskTracing, body: Body
-    ) {
-        let (timeToLive, refresh) = Self.durations(seconds.resultExpireDuration, seconds.refreshAfter)
+    /// The initialiser Monstra's spellings forward to: the primary one's defaults for every
+    /// option Monstra did not have.
+    private convenience init(retry: RetryCount, resultExpireDuration: Duration?, callbackQueue: DispatchQueue, body: Body) {
         self.init(
-            retry: retry, resultExpireDuration: timeToLive, refreshAfter: refresh, callbackQueue: callbackQueue,
-            clock: clock, logger: logger, metricsLabel: metricsLabel, tracing: tracing, body: body
+            retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: nil, callbackQueue: callbackQueue,
+            clock: ContinuousClock(), logger: .silent(label: "TaskKit.MonoTask"), metricsLabel: nil, tracing: .none,
+            body: body
         )
     }
 
-    /// The seconds of the Monstra initialisers as durations: `.infinity` is `nil` (cached until
-    /// cleared); invalid values trap naming their parameter.
-    private static func durations(
-        _ resultExpireDuration: TimeInterval, _ refreshAfter: TimeInterval?
-    ) -> (timeToLive: Duration?, refreshAfter: Duration?) {
+    /// Monstra's `resultExpireDuration` in seconds as a time to live: `.infinity` is `nil` (cached
+    /// until cleared); a negative or NaN value traps naming the parameter.
+    private static func timeToLive(seconds resultExpireDuration: TimeInterval) -> Duration? {
         precondition(
             resultExpireDuration >= 0,  // false for NaN
             "MonoTask: resultExpireDuration must be >= 0 seconds (or .infinity), got \(resultExpireDuration)"
         )
-        if let refreshAfter {
-            precondition(
-                refreshAfter.isFinite && refreshAfter >= 0 && refreshAfter < resultExpireDuration,
-                "MonoTask: refreshAfter must be finite, >= 0 and < resultExpireDuration (\(resultExpireDuration)), got \(refreshAfter)"
-            )
-        }
-        return (
-            resultExpireDuration.isInfinite ? nil : Duration(timeInterval: resultExpireDuration),
-            refreshAfter.map(Duration.init(timeInterval:))
-        )
+        return resultExpireDuration.isInfinite ? nil : Duration(timeInterval: resultExpireDuration)
     }
 }
 

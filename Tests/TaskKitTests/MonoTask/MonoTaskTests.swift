@@ -435,10 +435,6 @@ import TaskKitTesting
             _ = MonoTask<Int>(resultExpireDuration: .nan) { callback in callback(.success(1)) }
         }
         #expect(String(decoding: nan.standardErrorContent, as: UTF8.self).contains("resultExpireDuration"))
-        let refresh = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-            _ = MonoTask<Int>(resultExpireDuration: 10, refreshAfter: 10, clock: ContinuousClock()) { .success(1) }
-        }
-        #expect(String(decoding: refresh.standardErrorContent, as: UTF8.self).contains("refreshAfter"))
     }
 
     @Test func invalidDurationConfigurationIsRejectedWithTheParameterName() async throws {

@@ -96,7 +96,7 @@ import TaskKitTestSupport
         #expect((1...5).map { proxy.baseDelay(forRetry: $0) } == [1, 2, 4, 5, 5].map { .seconds($0) })
         #expect(proxy.maximumDelay == .seconds(5))
         #expect(IntervalProxy.fixed(.milliseconds(500)) == .fixed(timeInterval: 0.5))
-        #expect(IntervalProxy.exponential(maximumDelay: .seconds(3)) == .exponentialBackoff(maximumTimeInterval: 3))
+        #expect(IntervalProxy.exponential(maximumDelay: .seconds(3)) == .exponentialBackoff().capped(at: 3))
         #expect(IntervalProxy.defaultInitialDelay == .seconds(1))
         #expect(
             IntervalProxy.exponentialThenFixed(initial: .seconds(1), scaleRate: 2, exponentialRetries: 2, fixed: .seconds(1))
