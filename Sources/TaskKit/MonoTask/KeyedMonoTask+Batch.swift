@@ -43,7 +43,7 @@ extension KeyedMonoTask {
     ///     ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:retry:clock:metricsLabel:tracing:cost:load:)``;
     ///     `nil` (default): no cost bound. Must not be negative; given together with `cost`.
     ///   - resultExpireDuration: How long a success stays fresh, counted from its batch's end.
-    ///     As for ``init(maximumEntries:resultExpireDuration:staleWhileRevalidate:retry:clock:metricsLabel:tracing:load:)``.
+    ///     As for ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:retry:clock:metricsLabel:tracing:cost:load:)``.
     ///   - staleWhileRevalidate: As for the loader of one key; the refreshes are batched too.
     ///   - retry: How a failed batch is retried, as a whole. Default: no retry.
     ///   - maximumBatchSize: The most keys in one call of `batchLoad`; must be greater than 0.
@@ -75,13 +75,6 @@ extension KeyedMonoTask {
     ) {
         precondition(maximumBatchSize > 0, "KeyedMonoTask: maximumBatchSize must be > 0, got \(maximumBatchSize)")
         precondition(batchWindow >= .zero, "KeyedMonoTask: batchWindow must be >= .zero, got \(batchWindow)")
-        precondition(
-            (maximumCost == nil) == (cost == nil),
-            "KeyedMonoTask: maximumCost and cost must be given together (maximumCost: \(String(describing: maximumCost)), cost: \(cost == nil ? "nil" : "given"))"
-        )
-        if let maximumCost {
-            precondition(maximumCost >= 0, "KeyedMonoTask: maximumCost must be >= 0, got \(maximumCost)")
-        }
         _ = retry.maximumRetries  // rejects a negative count with its own message
         let batcher = KeyedMonoTaskBatcher<Key, Value>(
             maximumBatchSize: maximumBatchSize, window: batchWindow, retry: retry, load: batchLoad

@@ -80,11 +80,21 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
 
     /// Creates a cache that loads the value of a key with `load`.
     ///
+    /// With `maximumCost` and `cost`, the cache has a second bound: the sum of `cost(key, value)`
+    /// over the cached values. When a load finishes and either bound is exceeded, values are
+    /// evicted (in the type's order) until both hold again (never the value that just arrived, as
+    /// for the entry bound). Values whose load is in flight (a refresh) still count with their
+    /// cost and cannot be evicted meanwhile. A value whose cost alone exceeds `maximumCost` is
+    /// delivered to its callers but not cached (and the key's older value is dropped). The hit
+    /// path is the same with a cost bound as without.
+    ///
     /// - Parameters:
     ///   - maximumEntries: The most entries held, cached or loading; must be greater than 0. When
     ///     a new key arrives at the bound, a cached value of its shard is evicted (see the type's
     ///     "Bounded" and "Sharded"). Loads in flight are never evicted and may take the count
     ///     above the bound until they finish.
+    ///   - maximumCost: With `cost`, the most total cost of the cached values; must not be
+    ///     negative. `nil` (default): no cost bound. Given together with `cost`.
     ///   - resultExpireDuration: How long a success stays fresh, counted from its completion.
     ///     `.zero` (default) caches nothing: concurrent callers still share a load; `nil` keeps a
     ///     value until it is invalidated or evicted. Must not be negative.
@@ -106,60 +116,23 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///     where the call that started the load was made, with the attribute
     ///     `taskkit.monotask.callers` (see <doc:RunningOnAServer>). ``TaskTracing/none``
     ///     (default): no span, no cost.
+    ///   - cost: With `maximumCost`, the cost of a loaded value, for example its size in bytes;
+    ///     must not be negative. Called once per successful load, in the load's `Task`, never
+    ///     under a lock. `nil` (default): no cost bound.
     ///   - load: Loads the value of a key. Runs in a `Task` of its own, never under a lock, at
     ///     most once at a time per key (except after ``invalidate(_:)``, see there).
     public convenience init(
         maximumEntries: Int,
+        maximumCost: Int? = nil,
         resultExpireDuration: Duration? = .zero,
         staleWhileRevalidate: Duration = .zero,
         retry: RetryCount = .never,
         clock: some Clock<Duration> = CoarseContinuousClock(),
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
+        cost: (@Sendable (Key, Value) -> Int)? = nil,
         load: @escaping @Sendable (Key) async throws -> Value
     ) {
-        self.init(
-            entries: maximumEntries, costBound: nil, resultExpireDuration: resultExpireDuration,
-            staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, costOf: nil,
-            metricsLabel: metricsLabel, tracing: tracing, loader: .single(load)
-        )
-    }
-
-    /// Creates a cache bounded by entries and by the total cost of its cached values.
-    ///
-    /// The same as ``init(maximumEntries:resultExpireDuration:staleWhileRevalidate:retry:clock:metricsLabel:tracing:load:)``
-    /// plus a second bound: the sum of `cost(key, value)` over the cached values. When a load
-    /// finishes and either bound is exceeded, values are evicted (in the type's order) until both
-    /// hold again (never the value that just arrived, as for the entry bound). Values whose load
-    /// is in flight (a refresh) still count with their cost and cannot be evicted meanwhile. A
-    /// value whose cost alone exceeds `maximumCost` is delivered to its callers but not cached
-    /// (and the key's older value is dropped). The hit path is the same as without a cost bound.
-    ///
-    /// - Parameters:
-    ///   - maximumEntries: The most entries held, cached or loading; must be greater than 0.
-    ///   - maximumCost: The most total cost of the cached values; must not be negative.
-    ///   - resultExpireDuration: As for the other initialiser.
-    ///   - staleWhileRevalidate: As for the other initialiser.
-    ///   - retry: As for the other initialiser.
-    ///   - clock: As for the other initialiser.
-    ///   - metricsLabel: As for the other initialiser.
-    ///   - tracing: As for the other initialiser.
-    ///   - cost: The cost of a loaded value, for example its size in bytes; must not be negative.
-    ///     Called once per successful load, in the load's `Task`, never under a lock.
-    ///   - load: Loads the value of a key; as for the other initialiser.
-    public convenience init(
-        maximumEntries: Int,
-        maximumCost: Int,
-        resultExpireDuration: Duration? = .zero,
-        staleWhileRevalidate: Duration = .zero,
-        retry: RetryCount = .never,
-        clock: some Clock<Duration> = CoarseContinuousClock(),
-        metricsLabel: String? = nil,
-        tracing: TaskTracing = .none,
-        cost: @escaping @Sendable (Key, Value) -> Int,
-        load: @escaping @Sendable (Key) async throws -> Value
-    ) {
-        precondition(maximumCost >= 0, "KeyedMonoTask: maximumCost must be >= 0, got \(maximumCost)")
         self.init(
             entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
             staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, costOf: cost,
@@ -186,6 +159,13 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         loader: Loader
     ) {
         precondition(maximumEntries > 0, "KeyedMonoTask: maximumEntries must be > 0, got \(maximumEntries)")
+        precondition(
+            (maximumCost == nil) == (cost == nil),
+            "KeyedMonoTask: maximumCost and cost must be given together (maximumCost: \(String(describing: maximumCost)), cost: \(cost == nil ? "nil" : "given"))"
+        )
+        if let maximumCost {
+            precondition(maximumCost >= 0, "KeyedMonoTask: maximumCost must be >= 0, got \(maximumCost)")
+        }
         if let resultExpireDuration {
             precondition(
                 resultExpireDuration >= .zero,

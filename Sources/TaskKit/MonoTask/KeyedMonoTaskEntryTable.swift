@@ -35,7 +35,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     struct Node {
         @usableFromInline var key: Key
         /// The cached value; `nil` while a first load runs (or after an expired value was dropped).
-        @usableFromInline var value: Value?
+        @usableFromInline var value: Value? = nil
         /// The low 32 bits of `key.hashValue`; the node's home bucket is `hash & (buckets.count - 1)`.
         @usableFromInline var hash: UInt32
         /// The node's slot: its index in `bucketOf`, `links` and `costs`.
@@ -45,17 +45,16 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         @usableFromInline var read = false
         /// When `value` was stored, in nanoseconds from the owner's clock origin (a whole
         /// `Duration` would add 8 bytes to every node and 128-bit arithmetic to every hit).
-        @usableFromInline var storedAt: Int64
+        @usableFromInline var storedAt: Int64 = 0
         /// The generation of the load in flight for this key, `0` for none.
         @usableFromInline var load: UInt64
 
+        /// A node without a value, whose first load is `load`.
         @usableFromInline
-        init(key: Key, value: Value?, hash: UInt32, slot: Int32, storedAt: Int64, load: UInt64) {
+        init(key: Key, hash: UInt32, slot: Int32, load: UInt64) {
             self.key = key
-            self.value = value
             self.hash = hash
             self.slot = slot
-            self.storedAt = storedAt
             self.load = load
         }
     }
@@ -193,7 +192,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         if (count + 1) * 5 > buckets.count * 4 { grow() }
         let slot = Int32(count)
         let b = emptyBucket(from: hash)
-        buckets[b] = Node(key: key, value: nil, hash: hash, slot: slot, storedAt: 0, load: generation)
+        buckets[b] = Node(key: key, hash: hash, slot: slot, load: generation)
         bucketOf.append(Int32(b))
         links.append(Link(previous: Self.none, next: Self.none))
         if tracksCost { costs.append(0) }
