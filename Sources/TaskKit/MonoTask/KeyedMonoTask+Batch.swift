@@ -229,7 +229,7 @@ extension KeyedMonoTask {
         let action = item.shard.withLock { [valueCost] in
             $0.attemptFinished(generation: item.start.generation, result: result, cost: valueCost, now: now)
         }
-        guard case .finish(let waiters, let result, let next, let released) = action else {
+        guard case .finish(let waiters, let result, let next, let released) = consume action else {
             // The machine of a batch-loading cache never retries one key.
             preconditionFailure("KeyedMonoTask: a key of a batch was scheduled for a retry")
         }

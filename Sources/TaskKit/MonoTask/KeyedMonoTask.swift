@@ -261,8 +261,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         switch lookUp(key, forceUpdate: forceUpdate) {
         case .hit(let value):
             return value
-        case .miss(let id, let hashValue):
-            return try await wait(key: key, hashValue: hashValue, id: id, forceUpdate: forceUpdate).get()
+        case .miss(let id, let hashValue, let now):
+            return try await wait(key: key, hashValue: hashValue, id: id, forceUpdate: forceUpdate, now: now).get()
         }
     }
 
@@ -271,8 +271,9 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     enum Lookup {
         /// A usable cached value, already counted, its refresh (if due) started.
         case hit(Value)
-        /// No usable value: register a waiter with this identifier (`hashValue`: the key's).
-        case miss(Machine.WaiterID, hashValue: Int)
+        /// No usable value: register a waiter with this identifier (`hashValue`: the key's; `now`:
+        /// the time the lookup read, which the registration uses too).
+        case miss(Machine.WaiterID, hashValue: Int, now: Int64)
     }
 
     /// The synchronous part of ``value(for:forceUpdate:)``: a hit (counted, with its refresh
@@ -300,7 +301,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             if let refresh { startLoad(refresh, in: shard(forHashValue: hashValue)) }
             return .hit(value)
         case .miss(let id):
-            return .miss(id, hashValue: hashValue)
+            return .miss(id, hashValue: hashValue, now: now)
         }
     }
 
@@ -373,7 +374,9 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         guard !misses.isEmpty else { return results }
         return await withTaskGroup(of: (Key, Result<Value, any Error>).self) { group in
             for (key, id) in misses {
-                group.addTask { (key, await self.wait(key: key, hashValue: key.hashValue, id: id, forceUpdate: false)) }
+                group.addTask {
+                    (key, await self.wait(key: key, hashValue: key.hashValue, id: id, forceUpdate: false, now: now))
+                }
             }
             for await (key, result) in group { results[key] = result }
             return results
@@ -453,13 +456,14 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
 
     @inlinable
     nonisolated(nonsending)
-    func wait(key: Key, hashValue: Int, id: Machine.WaiterID, forceUpdate: Bool) async -> Result<Value, any Error> {
+    func wait(
+        key: Key, hashValue: Int, id: Machine.WaiterID, forceUpdate: Bool, now: Int64
+    ) async -> Result<Value, any Error> {
         await withTaskCancellationHandler {
             await withMonoContinuation { (continuation: Continuation) in
                 // An unchecked continuation (release builds) is sound here: it is either resumed
                 // right below, or stored in the state machine, whose rules hand every stored
                 // waiter back exactly once (delivery by its load, or cancelWaiter).
-                let now = time.nowNanoseconds()
                 let state = shard(forHashValue: hashValue)
                 let action = state.withLock { machine in
                     machine.request(
@@ -468,7 +472,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                     )
                 }
                 if let metrics { metrics.record(action) }
-                switch action {
+                switch consume action {
                 case .deliverCached(let value, let refresh):
                     continuation.resume(returning: .success(value))
                     if let refresh { startLoad(refresh, in: state) }
@@ -545,7 +549,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             let action = state.withLock { [valueCost] in
                 $0.attemptFinished(generation: generation, result: result, cost: valueCost, now: now)
             }
-            switch action {
+            switch consume action {
             case .retry(let delay):
                 span.retried()
                 if delay > .zero {
