@@ -11,7 +11,7 @@
 /// - An *entry* is a key in the ``KeyedMonoTaskEntryTable``: a cached value, a load in flight,
 ///   or both (a refresh or a forced load while an older value is still served).
 /// - A *load* is one logical execution for a key: the first attempt plus its retries, with a
-///   unique *generation*. Loads live in `loads`, keyed by generation; an entry names its load.
+///   unique *generation*, which names its slot in `loadSlots`; an entry names its load.
 ///   `invalidate` *detaches* a load: the entry goes, the load runs on and its result goes to
 ///   its own waiters only.
 ///
@@ -166,11 +166,18 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
 
     @usableFromInline let configuration: Configuration
     @usableFromInline var table: Table
-    /// Written only by the machine's own methods.
-    @usableFromInline var loads: [Generation: Load] = [:]
-    /// Loads in `loads` that `invalidate` detached from their entry.
+    /// The loads in flight, by slot (`nil`: a free slot). A load's generation holds its slot in
+    /// its low 32 bits and a sequence number (1 to 2^31 - 1) above them, so that it is never 0:
+    /// finding a load costs an index, not a hash. Written only by the machine's own methods.
+    @usableFromInline var loadSlots: [Load?] = []
+    /// The free slots of `loadSlots`, the most recently freed last.
+    @usableFromInline var freeLoadSlots: [Int32] = []
+    /// Loads in flight, attached or detached.
+    @usableFromInline private(set) var loadsInFlight = 0
+    /// Loads in `loadSlots` that `invalidate` detached from their entry.
     @usableFromInline private(set) var detachedLoads = 0
-    @usableFromInline private(set) var generation: Generation = 0
+    /// Loads begun: the sequence numbers of the generations.
+    @usableFromInline private(set) var loadsBegun: UInt64 = 0
     @usableFromInline var lastWaiterID: WaiterID = 0
     @usableFromInline var counters = KeyedMonoTaskCounters()
 
@@ -200,8 +207,11 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// Entries held by this shard, loading or cached.
     @usableFromInline var count: Int { table.count }
 
-    /// Loads in flight, attached or detached.
-    var loadsInFlight: Int { loads.count }
+    /// The slot in `loadSlots` of load `generation`.
+    @inlinable
+    static func slot(_ generation: Generation) -> Int {
+        Int(truncatingIfNeeded: UInt32(truncatingIfNeeded: generation))
+    }
 
     /// `duration` in whole nanoseconds, clamped to ±``Configuration/forever``.
     static func nanoseconds(_ duration: Duration) -> Int64 {
@@ -274,9 +284,10 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         if running != 0 {
             // Join the load in flight, or (forced) the load that will follow it.
             if forceUpdate {
-                loads[running]!.followUp = (loads[running]!.followUp ?? []) + [WaiterEntry(id: id, waiter: waiter)]
+                let slot = Self.slot(running)
+                loadSlots[slot]!.followUp = (loadSlots[slot]!.followUp ?? []) + [WaiterEntry(id: id, waiter: waiter)]
             } else {
-                loads[running]!.waiters.append(WaiterEntry(id: id, waiter: waiter))
+                loadSlots[Self.slot(running)]!.waiters.append(WaiterEntry(id: id, waiter: waiter))
             }
             counters.recordMerge()
             return .enqueued(startLoad: nil, released: Released())
@@ -318,20 +329,20 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @usableFromInline
     mutating func cancelWaiter(key: Key, id: WaiterID) -> Waiter? {
         if let slot = table.find(key), case let running = table[slot].load, running != 0,
-            let waiter = loads[running]!.removeWaiter(id)
+            let waiter = loadSlots[Self.slot(running)]!.removeWaiter(id)
         {
             counters.callerCancellations += 1
             return waiter
         }
         guard detachedLoads > 0 else { return nil }
-        // Found first and changed after the loop: changing `loads` while iterating it would
-        // copy the whole table.
-        var holder: Generation?
-        for (generation, load) in loads where !load.attached && load.holdsWaiter(id) {
-            holder = generation
-            break
+        var holder: Int?
+        for slot in loadSlots.indices {
+            if let load = loadSlots[slot], !load.attached, load.holdsWaiter(id) {
+                holder = slot
+                break
+            }
         }
-        guard let holder, let waiter = loads[holder]!.removeWaiter(id) else { return nil }
+        guard let holder, let waiter = loadSlots[holder]!.removeWaiter(id) else { return nil }
         counters.callerCancellations += 1
         return waiter
     }
@@ -346,16 +357,13 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     ) -> AttemptFinishedAction {
         if case .failure = result {
             var jitter = configuration.jitter  // copies share one generator
-            if let delay = loads[finished]!.schedule.nextDelay(using: &jitter) {
-                loads[finished]!.inBackoff = true
+            if let delay = loadSlots[Self.slot(finished)]!.schedule.nextDelay(using: &jitter) {
+                loadSlots[Self.slot(finished)]!.inBackoff = true
                 counters.recordRetry()
                 return .retry(after: delay)
             }
         }
-        let load = loads.removeValue(forKey: finished)!
-        // A burst of loads (a batch of misses) grows the table of loads; give the memory back
-        // once they are over.
-        if loads.isEmpty, loads.capacity > 64 { loads = [:] }
+        let load = endLoad(finished)
         var released = Released()
         released.key = load.key
         if case .failure = result { counters.recordFailure() }
@@ -434,7 +442,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// The backoff delay of load `generation` is over: its next attempt starts.
     @inlinable
     mutating func retryDue(generation: Generation) {
-        loads[generation]!.inBackoff = false
+        loadSlots[Self.slot(generation)]!.inBackoff = false
     }
 
     // MARK: Invalidation
@@ -465,13 +473,14 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     }
 
     private mutating func detach(_ running: Generation, released: inout Released) -> StartLoad? {
-        loads[running]!.attached = false
+        let slot = Self.slot(running)
+        loadSlots[slot]!.attached = false
         detachedLoads += 1
-        guard let followUp = loads[running]!.followUp else { return nil }
-        loads[running]!.followUp = nil
+        guard let followUp = loadSlots[slot]!.followUp else { return nil }
+        loadSlots[slot]!.followUp = nil
         // The forced callers asked for a load that begins after their call: a new entry, now.
-        let key = loads[running]!.key
-        let hash = loads[running]!.hash
+        let key = loadSlots[slot]!.key
+        let hash = loadSlots[slot]!.hash
         makeRoom(&released)
         let generation = beginLoad(key: key, hash: hash, waiters: followUp)
         _ = table.insertLoading(key, hash: hash, generation: generation)
@@ -537,13 +546,40 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         StartLoad(key: key, generation: generation, keyMayRepeat: detachedLoads > 0)
     }
 
-    /// Creates a load in `loads` and returns its generation.
+    /// Creates a load in a free slot of `loadSlots` and returns its generation.
     @inlinable
     mutating func beginLoad(key: Key, hash: UInt32, waiters: [WaiterEntry]) -> Generation {
-        generation &+= 1
+        loadsBegun &+= 1
         counters.recordLoad()
-        loads[generation] = Load(key: key, hash: hash, waiters: waiters, schedule: configuration.retry.makeSchedule())
-        return generation
+        let load = Load(key: key, hash: hash, waiters: waiters, schedule: configuration.retry.makeSchedule())
+        let slot: Int
+        if let free = freeLoadSlots.popLast() {
+            slot = Int(free)
+            loadSlots[slot] = load
+        } else {
+            precondition(loadSlots.count < Int(Int32.max), "KeyedMonoTask: more than \(Int32.max) loads in flight")
+            slot = loadSlots.count
+            loadSlots.append(load)
+        }
+        loadsInFlight += 1
+        let sequence = loadsBegun % 0x7FFF_FFFF + 1
+        return sequence << 32 | UInt64(slot)
+    }
+
+    /// Takes load `generation` out of `loadSlots`, freeing its slot.
+    @inlinable
+    mutating func endLoad(_ generation: Generation) -> Load {
+        let slot = Self.slot(generation)
+        let load = loadSlots[slot].take()!
+        loadsInFlight -= 1
+        if loadsInFlight == 0, loadSlots.count > 64 {
+            // A burst of loads (a batch of misses) grew the slots; give the memory back.
+            loadSlots = []
+            freeLoadSlots = []
+        } else {
+            freeLoadSlots.append(Int32(slot))
+        }
+        return load
     }
 }
 
