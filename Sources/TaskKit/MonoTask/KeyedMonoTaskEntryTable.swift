@@ -285,8 +285,8 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
 
     /// Empties the table and returns its nodes.
     mutating func removeAll() -> [Node] {
-        occupancy.entries.subtract(count, ordering: .relaxed)
-        occupancy.cost.subtract(totalCost, ordering: .relaxed)
+        occupancy.addEntries(-count)
+        occupancy.addCost(-totalCost)
         defer {
             buckets = []
             bucketOf = []

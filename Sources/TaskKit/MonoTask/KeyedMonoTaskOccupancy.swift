@@ -23,9 +23,14 @@ final class KeyedMonoTaskOccupancy: Sendable {
     @inlinable var entryCount: Int { entries.load(ordering: .relaxed) }
     @inlinable var totalCost: Int { cost.load(ordering: .relaxed) }
 
+    // Wrapping: one `lock xadd`. The checked `add` is a compare-and-swap loop (to trap on
+    // overflow), which retried under contention when two cores inserted keys at once; neither
+    // sum comes near overflowing (entries are bounded by `Int32`, costs by `maximumCost` plus
+    // one value's).
+
     /// Adds `delta` (negative: removes) to the entry count.
-    @inlinable func addEntries(_ delta: Int) { entries.add(delta, ordering: .relaxed) }
+    @inlinable func addEntries(_ delta: Int) { entries.wrappingAdd(delta, ordering: .relaxed) }
 
     /// Adds `delta` (negative: removes) to the total cost.
-    @inlinable func addCost(_ delta: Int) { cost.add(delta, ordering: .relaxed) }
+    @inlinable func addCost(_ delta: Int) { cost.wrappingAdd(delta, ordering: .relaxed) }
 }
