@@ -20,6 +20,13 @@ struct FutureLock: ~Copyable, Sendable {
     func withLock<R: Sendable>(_ owner: AnyObject, _ body: () -> R) -> R {
         mutex.withLock { _ in body() }
     }
+
+    /// Runs `body` while holding the lock. `parkingKey` identifies the lock to the parking lot
+    /// (not used here).
+    @inlinable @inline(__always)
+    func withLock<R: Sendable>(parkingKey: ObjectIdentifier, _ body: () -> R) -> R {
+        mutex.withLock { _ in body() }
+    }
     #else
     @usableFromInline let mutex = ParkingMutex()
 
@@ -28,8 +35,15 @@ struct FutureLock: ~Copyable, Sendable {
     /// Runs `body` while holding the lock. `owner` is the object that stores the lock.
     @inlinable @inline(__always)
     func withLock<R: Sendable>(_ owner: AnyObject, _ body: () -> R) -> R {
-        mutex.lock(ObjectIdentifier(owner))
-        defer { mutex.unlock(ObjectIdentifier(owner)) }
+        withLock(parkingKey: ObjectIdentifier(owner), body)
+    }
+
+    /// Runs `body` while holding the lock. `parkingKey` identifies the lock to the parking lot:
+    /// the identifier of an object that lives as long as the lock, and no other lock's.
+    @inlinable @inline(__always)
+    func withLock<R: Sendable>(parkingKey: ObjectIdentifier, _ body: () -> R) -> R {
+        mutex.lock(parkingKey)
+        defer { mutex.unlock(parkingKey) }
         return body()
     }
     #endif

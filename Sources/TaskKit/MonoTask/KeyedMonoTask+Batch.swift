@@ -226,7 +226,7 @@ extension KeyedMonoTask {
     @inlinable
     func finishKey(_ item: Batcher.Item, result: Result<Value, any Error>, now: Int64) -> Int {
         let valueCost = cost(of: result, for: item.start.key)
-        let action = item.shard.withLock { [valueCost] in
+        let action = shards.withLock(item.shard) { [valueCost] in
             $0.attemptFinished(generation: item.start.generation, result: result, cost: valueCost, now: now)
         }
         guard case .finish(let waiters, let result, let next, let released) = consume action else {
@@ -243,7 +243,7 @@ extension KeyedMonoTask {
         let valueCost = cost(of: .success(value), for: key)
         let now = time.nowNanoseconds()
         let state = shard(for: key)
-        let released = state.withLock { [valueCost] in
+        let released = shards.withLock(state) { [valueCost] in
             $0.cacheExtra(key: key, value: value, cost: valueCost, now: now)
         }
         withExtendedLifetime(released) {}

@@ -54,11 +54,11 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     @usableFromInline typealias Waiter = MonoWaiter<Value>
 
     @usableFromInline typealias Machine = KeyedMonoTaskStateMachine<Key, Value, Waiter>
-    @usableFromInline typealias Shard = KeyedMonoTaskShard<Key, Value>
+    @usableFromInline typealias Shards = KeyedMonoTaskShards<Key, Value>
 
     /// The shards, a power of two of them; a key's shard is chosen by its hash
     /// (``shard(forHashValue:)``).
-    @usableFromInline let shards: [Shard]
+    @usableFromInline let shards: Shards
     /// `shards.count - 1`.
     @usableFromInline let shardMask: Int
     /// The entry count and total cost of all shards.
@@ -196,8 +196,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         let shardCount = Self.shardCount(maximumEntries: maximumEntries)
         let occupancy = KeyedMonoTaskOccupancy()
         self.occupancy = occupancy
-        self.shards = (0..<shardCount).map { _ in
-            Shard(Machine(configuration: configuration, occupancy: occupancy))
+        self.shards = Shards(count: shardCount) { _ in
+            Machine(configuration: configuration, occupancy: occupancy)
         }
         self.shardMask = shardCount - 1
         self.time = InlineTimeSource(clock)
@@ -221,8 +221,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// which depend on every bit of the hash, so that the keys of a shard do not share the low
     /// bits its own table indexes with.
     @inlinable
-    func shard(forHashValue hashValue: Int) -> Shard {
-        shards[Self.shardIndex(hashValue: hashValue, mask: shardMask)]
+    func shard(forHashValue hashValue: Int) -> Int {
+        Self.shardIndex(hashValue: hashValue, mask: shardMask)
     }
 
     /// The index of the shard of a key whose `hashValue` is `hashValue`, with `mask` the shard
@@ -235,7 +235,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
 
     /// The shard of `key`.
     @inlinable
-    func shard(for key: Key) -> Shard {
+    func shard(for key: Key) -> Int {
         shard(forHashValue: key.hashValue)
     }
 
@@ -292,7 +292,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         // compiler cannot prove the array keeps it. An `unowned(unsafe)` copy or a borrow
         // through the array's buffer did not remove that retain.) A refresh (rare) looks the
         // shard up again.
-        let fast = shards[Self.shardIndex(hashValue: hashValue, mask: shardMask)].withLock {
+        let fast = shards.withLock(Self.shardIndex(hashValue: hashValue, mask: shardMask)) {
             $0.fastPath(key: key, hashValue: hashValue, forceUpdate: forceUpdate, now: now)
         }
         switch fast {
@@ -319,7 +319,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ) {
         let now = time.nowNanoseconds()
         let state = shard(for: key)
-        let action = state.withLock { machine in
+        let action = shards.withLock(state) { machine in
             let id = machine.makeWaiterID()
             return machine.request(
                 key: key, hashValue: key.hashValue, waiter: .callback(then), id: id, forceUpdate: forceUpdate, now: now
@@ -356,11 +356,11 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         let now = time.nowNanoseconds()
         var hits: [(Key, Value)] = []
         var misses: [(Key, Machine.WaiterID)] = []
-        var refreshes: [(Machine.StartLoad, Shard)] = []
+        var refreshes: [(Machine.StartLoad, Int)] = []
         for key in unique {
             let hashValue = key.hashValue
             let state = shard(forHashValue: hashValue)
-            switch state.withLock({ $0.fastPath(key: key, hashValue: hashValue, forceUpdate: false, now: now) }) {
+            switch shards.withLock(state, { $0.fastPath(key: key, hashValue: hashValue, forceUpdate: false, now: now) }) {
             case .hit(let value, let refresh):
                 hits.append((key, value))
                 if let refresh { refreshes.append((refresh, state)) }
@@ -388,7 +388,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// and changes nothing (no recency update, no refresh, no counters).
     public func cachedValue(for key: Key) -> Value? {
         let now = time.nowNanoseconds()
-        return shard(for: key).withLock { $0.cachedValue(for: key, now: now) }
+        return shards.withLock(shard(for: key)) { $0.cachedValue(for: key, now: now) }
     }
 
     // MARK: Cache control
@@ -399,7 +399,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// `forceUpdate` for a load after the one in flight get that new load at once.
     public func invalidate(_ key: Key) {
         let state = shard(for: key)
-        let (startLoad, released) = state.withLock { $0.invalidate(key) }
+        let (startLoad, released) = shards.withLock(state) { $0.invalidate(key) }
         withExtendedLifetime(released) {}
         if let metrics { metrics.recordEvictions(released.evictions) }
         if let startLoad { self.startLoad(startLoad, in: state) }
@@ -408,8 +408,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// Removes every entry; loads in flight behave as for ``invalidate(_:)``. Shard by shard: a
     /// key added to a shard after this call emptied it stays.
     public func invalidateAll() {
-        for state in shards {
-            let (startLoads, released) = state.withLock { $0.invalidateAll() }
+        for state in 0..<shards.count {
+            let (startLoads, released) = shards.withLock(state) { $0.invalidateAll() }
             withExtendedLifetime(released) {}
             if let metrics { metrics.recordEvictions(released.evictions) }
             for startLoad in startLoads { self.startLoad(startLoad, in: state) }
@@ -432,7 +432,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         // generic `reduce` looked up type metadata on every call (a caller polling the counters
         // paid 600 instructions a read).
         var sum = KeyedMonoTaskCounters()
-        for index in 0..<shards.count { sum.add(shards[index].withLock { $0.counters }) }
+        for index in 0..<shards.count { sum.add(shards.withLock(index) { $0.counters }) }
         if batcher != nil { addBatchCounts(to: &sum) }
         return sum
     }
@@ -449,7 +449,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
 
     /// Runs `body` on each shard's state machine under its lock, in shard order (tests).
     func inspect<R: Sendable>(_ body: (Machine) -> R) -> [R] {
-        shards.map { state in state.withLock { body($0) } }
+        (0..<shards.count).map { index in shards.withLock(index) { body($0) } }
     }
 
     // MARK: Waiting
@@ -465,7 +465,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                 // right below, or stored in the state machine, whose rules hand every stored
                 // waiter back exactly once (delivery by its load, or cancelWaiter).
                 let state = shard(forHashValue: hashValue)
-                let action = state.withLock { machine in
+                let action = shards.withLock(state) { machine in
                     machine.request(
                         key: key, hashValue: hashValue, waiter: .async(continuation), id: id, forceUpdate: forceUpdate,
                         now: now, callerCancelled: Task.isCancelled
@@ -485,7 +485,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         } onCancel: {
             // Runs after the task's cancelled flag is set. If the waiter is not stored yet, the
             // registration above reads that flag under the same lock and fails the caller itself.
-            let waiter = shard(forHashValue: hashValue).withLock { $0.cancelWaiter(key: key, id: id) }
+            let waiter = shards.withLock(shard(forHashValue: hashValue)) { $0.cancelWaiter(key: key, id: id) }
             if case .async(let continuation)? = waiter {
                 continuation.resume(returning: .failure(CancellationError()))
             }
@@ -504,7 +504,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// in the caller's module, the load path makes no generic metadata lookups (they were most
     /// of a miss's cost, Benchmarks/NOTES.md, issue 36). Only the traced paths are out of line.
     @inlinable
-    func startLoad(_ start: Machine.StartLoad, in state: Shard, byCaller: Bool = true) {
+    func startLoad(_ start: Machine.StartLoad, in state: Int, byCaller: Bool = true) {
         if let batcher {
             perform(batcher.enqueue(.init(start: start, shard: state)), batcher: batcher)
             return
@@ -517,7 +517,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
 
     /// ``startLoad(_:in:byCaller:)`` with a tracer: the load runs in a span.
     @usableFromInline
-    func startTracedLoad(_ start: Machine.StartLoad, in state: Shard, byCaller: Bool) {
+    func startTracedLoad(_ start: Machine.StartLoad, in state: Int, byCaller: Bool) {
         guard let tracer else { return }
         let key = start.key
         let generation = start.generation
@@ -533,7 +533,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// `span`.
     @inlinable
     func run(
-        key: Key, generation: Machine.Generation, in state: Shard, span: some RunSpan
+        key: Key, generation: Machine.Generation, in state: Int, span: some RunSpan
     ) async {
         let started: Int64 = metrics == nil ? 0 : time.nowNanoseconds()
         while true {
@@ -546,7 +546,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             }
             let valueCost = self.cost(of: result, for: key)
             let now = time.nowNanoseconds()
-            let action = state.withLock { [valueCost] in
+            let action = shards.withLock(state) { [valueCost] in
                 $0.attemptFinished(generation: generation, result: result, cost: valueCost, now: now)
             }
             switch consume action {
@@ -556,7 +556,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                     // This task is never cancelled, so the sleep ends at its deadline.
                     try? await time.sleep(for: delay)
                 }
-                state.withLock { $0.retryDue(generation: generation) }
+                shards.withLock(state) { $0.retryDue(generation: generation) }
             case .finish(let waiters, let result, let next, let released):
                 if let metrics { metrics.recordRun(duration: .nanoseconds(now &- started), result: result) }
                 span.finished(result, callers: waiters.count)
@@ -572,7 +572,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     func finish(
         waiters: [Machine.WaiterEntry], result: Result<Value, any Error>, next: Machine.StartLoad?,
         released: Machine.Released,
-        in state: Shard
+        in state: Int
     ) {
         withExtendedLifetime(released) {}
         if let metrics { metrics.recordEvictions(released.evictions) }
@@ -594,13 +594,12 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// The cache is above a bound and the shard `finished` had nothing more to evict: evicts
     /// from the other shards, one after the other, until the bounds hold.
     @inlinable
-    func restoreBounds(besides finished: Shard) {
+    func restoreBounds(besides finished: Int) {
         var index = Int.random(in: 0..<shards.count)  // no shard always the one to give way
-        for _ in shards.indices {
+        for _ in 0..<shards.count {
             index = (index + 1) & shardMask
-            let state = shards[index]
-            guard state !== finished else { continue }
-            let released = state.withLock { $0.evictWhileOverBound() }
+            guard index != finished else { continue }
+            let released = shards.withLock(index) { $0.evictWhileOverBound() }
             withExtendedLifetime(released) {}
             if let metrics { metrics.recordEvictions(released.evictions) }
             if !released.overBound { return }

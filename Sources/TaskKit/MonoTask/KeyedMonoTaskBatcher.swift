@@ -9,16 +9,15 @@
 @usableFromInline
 final class KeyedMonoTaskBatcher<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     @usableFromInline typealias Machine = KeyedMonoTaskStateMachine<Key, Value, MonoWaiter<Value>>
-    @usableFromInline typealias Shard = KeyedMonoTaskShard<Key, Value>
 
-    /// A key whose load began in `shard`.
+    /// A key whose load began in the shard of index `shard`.
     @usableFromInline
     struct Item: Sendable {
         @usableFromInline let start: Machine.StartLoad
-        @usableFromInline let shard: Shard
+        @usableFromInline let shard: Int
 
         @usableFromInline
-        init(start: Machine.StartLoad, shard: Shard) {
+        init(start: Machine.StartLoad, shard: Int) {
             self.start = start
             self.shard = shard
         }
