@@ -287,11 +287,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     func lookUp(_ key: Key, forceUpdate: Bool) -> Lookup {
         let now = time.nowNanoseconds()
         let hashValue = key.hashValue
-        // The shard is borrowed from the array, not bound to a local. (It is still retained for
-        // the critical section: the lock's slow paths are opaque calls, across which the
-        // compiler cannot prove the array keeps it. An `unowned(unsafe)` copy or a borrow
-        // through the array's buffer did not remove that retain.) A refresh (rare) looks the
-        // shard up again.
+        // The shards are inline in one buffer held by a `let` (`KeyedMonoTaskShards`): nothing
+        // is retained for the critical section.
         let fast = shards.withLock(Self.shardIndex(hashValue: hashValue, mask: shardMask)) {
             $0.fastPath(key: key, hashValue: hashValue, forceUpdate: forceUpdate, now: now)
         }
