@@ -11,12 +11,15 @@
 struct KeyedMonoTaskShard<Key: Hashable & Sendable, Value: Sendable>: ~Copyable {
     @usableFromInline typealias Machine = KeyedMonoTaskStateMachine<Key, Value, MonoWaiter<Value>>
 
+    /// First: `withLock` reaches it as `pointee.machine`, an access that ThreadSanitizer records
+    /// at the element's own address; were the lock word there, every critical section would
+    /// look to it like a write racing with the lock's atomics.
+    @usableFromInline var machine: Machine
     @usableFromInline let lock = FutureLock()
     /// The object whose identifier names `lock` to the parking lot (the shards share one
     /// allocation, so each needs an identity of its own), and that identifier.
     let parker = KeyedMonoTaskShardParker()
     @usableFromInline let parkingKey: ObjectIdentifier
-    @usableFromInline var machine: Machine
 
     init(_ machine: Machine) {
         self.machine = machine
