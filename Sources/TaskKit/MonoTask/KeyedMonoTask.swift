@@ -607,14 +607,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// order.
     @inlinable
     func deliver(_ result: Result<Value, any Error>, to waiters: [Machine.WaiterEntry]) {
-        var callbacks: [@Sendable (Result<Value, any Error>) -> Void] = []
-        for index in waiters.indices {
-            switch waiters[index].waiter {
-            case .async(let continuation): continuation.resume(returning: result)
-            case .callback(let callback): callbacks.append(callback)
-            }
-        }
-        for callback in callbacks { callback(result) }
+        for callback in waiters.resumingContinuations(with: result, waiter: { $0.waiter }) { callback(result) }
     }
 }
 

@@ -31,11 +31,27 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
     /// The keys those calls carried: `batchedKeys / batches` is the mean batch size.
     public internal(set) var batchedKeys: Int = 0
 
+    // The machine's inlinable paths count through these: a setter of a `public internal(set)`
+    // property cannot be called from inlinable code, a `@usableFromInline` method can (and is
+    // cheap: the type is not generic).
+
     @usableFromInline
     mutating func recordHit() { hits += 1 }
 
     @usableFromInline
     mutating func recordMerge() { merges += 1 }
+
+    @usableFromInline mutating func recordMiss() { misses += 1 }
+    @usableFromInline mutating func recordLoad() { loads += 1 }
+    @usableFromInline mutating func recordRetry() { retries += 1 }
+    @usableFromInline mutating func recordFailure() { failures += 1 }
+    @usableFromInline mutating func recordEviction() { evictions += 1 }
+
+    @usableFromInline
+    mutating func recordStaleHit() {
+        hits += 1
+        staleHits += 1
+    }
 
     /// Adds `other`'s counts to these (one shard's to the sum).
     @usableFromInline

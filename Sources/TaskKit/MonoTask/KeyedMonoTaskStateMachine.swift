@@ -614,23 +614,6 @@ extension KeyedMonoTaskStateMachine.RequestAction: Sendable where Key: Sendable,
 extension KeyedMonoTaskStateMachine.AttemptFinishedAction: Sendable
 where Key: Sendable, Value: Sendable, Waiter: Sendable {}
 
-extension KeyedMonoTaskCounters {
-    // The machine's inlinable paths count through these: a setter of a `public internal(set)`
-    // property cannot be called from inlinable code, a `@usableFromInline` method can (and is
-    // cheap: the type is not generic).
-    @usableFromInline mutating func recordMiss() { misses += 1 }
-    @usableFromInline mutating func recordLoad() { loads += 1 }
-    @usableFromInline mutating func recordRetry() { retries += 1 }
-    @usableFromInline mutating func recordFailure() { failures += 1 }
-    @usableFromInline mutating func recordEviction() { evictions += 1 }
-
-    @usableFromInline
-    mutating func recordStaleHit() {
-        hits += 1
-        staleHits += 1
-    }
-}
-
 extension Duration {
     /// About 73 years in nanoseconds: the age a value kept "forever" never reaches.
     static var keyedMonoTaskForever: Int64 { Int64.max / 4 }

@@ -24,15 +24,23 @@ enum MonoWaiter<Value: Sendable> {
 extension Array {
     /// Resumes the async waiters among these with `result`, in order, and returns the callbacks
     /// of the others, in order, for the owner to call (where its rules say).
-    @inlinable
     func resumingContinuations<Value>(
         with result: Result<Value, any Error>
     ) -> [@Sendable (Result<Value, any Error>) -> Void] where Element == MonoWaiter<Value> {
+        resumingContinuations(with: result) { $0 }
+    }
+
+    /// ``resumingContinuations(with:)`` for elements that hold their waiter (`waiter` takes it
+    /// out), such as ``IdentifiedWaiter``s.
+    @inlinable
+    func resumingContinuations<Value>(
+        with result: Result<Value, any Error>, waiter: (Element) -> MonoWaiter<Value>
+    ) -> [@Sendable (Result<Value, any Error>) -> Void] {
         var callbacks: [@Sendable (Result<Value, any Error>) -> Void] = []
-        // An index loop: this runs unspecialised (in a load's task), where `for … in` reads
+        // An index loop: this may run unspecialised (in a load's task), where `for … in` reads
         // each element through `Collection`'s subscript coroutine, one allocation per waiter.
         for index in 0..<count {
-            switch self[index] {
+            switch waiter(self[index]) {
             case .async(let continuation):
                 continuation.resume(returning: result)
             case .callback(let callback):
