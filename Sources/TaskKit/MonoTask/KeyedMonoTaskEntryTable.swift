@@ -14,10 +14,13 @@
 /// - `buckets` is the hash table: linear probing, at most 4/5 full, backward-shift deletion (no
 ///   tombstones). Nodes move between buckets when a neighbour is removed or the table grows;
 ///   each node records its bucket in `bucketOf[slot]`.
-/// - Slots are dense (`0..<count`): `bucketOf`, `links` (and `costs`) are parallel arrays over
-///   them. Removing a node moves the last slot into its slot and repoints that slot's bucket,
+/// - Slots are dense (`0..<count`): `bucketOf`, `links`, `loads`, `hashes` (and `costs`) are
+///   parallel arrays over them. A hit reads only its buckets: what only a miss, a removal or
+///   growth needs (the load in flight, the key's hash) lives in the slot arrays, which keeps a
+///   node of `Int` keys and values at 32 bytes (48 with both in it: Benchmarks/NOTES.md,
+///   issue 35). A lookup compares keys, as `Dictionary` does, not stored hashes. Removing a node moves the last slot into its slot and repoints that slot's bucket,
 ///   neighbours, node and the hand.
-/// - A node is in the queue exactly when no load is in flight for it (`load == 0`). Only nodes
+/// - A node is in the queue exactly when no load is in flight for it (`loads[slot] == 0`). Only nodes
 ///   in the queue can be evicted, so a key whose load is in flight is never evicted from under
 ///   its waiters; ``beginLoad(_:generation:)`` and ``endLoad(_:)`` move a node out of the queue
 ///   and back in at its head.
@@ -25,7 +28,7 @@
 /// A pure value type, owned by ``KeyedMonoTaskStateMachine``. Every operation is O(1) (expected,
 /// for the hash table; its growth amortised; an eviction's walk amortised over the marks the
 /// hits set). Keys are hashed once, on insertion and lookup: removal and growth use the hash
-/// stored in the node.
+/// stored for the slot.
 @usableFromInline
 struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     /// No slot: the end of the queue, or "not linked".
@@ -33,29 +36,25 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
 
     @usableFromInline
     struct Node {
+        // The order of the fields is the layout: with `Int` keys and values a node is 32 bytes
+        // (`read` sits beside the value's `Optional` tag, `slot` in the padding after them), two
+        // to a cache line.
         @usableFromInline var key: Key
         /// The cached value; `nil` while a first load runs (or after an expired value was dropped).
         @usableFromInline var value: Value? = nil
-        /// The low 32 bits of `key.hashValue`; the node's home bucket is `hash & (buckets.count - 1)`.
-        @usableFromInline var hash: UInt32
-        /// The node's slot: its index in `bucketOf`, `links` and `costs`.
-        @usableFromInline var slot: Int32
         /// Read since the eviction hand last passed the node (or since it entered the queue).
-        /// Beside `slot`, in what was padding: a node is as large as without it.
         @usableFromInline var read = false
+        /// The node's slot: its index in `bucketOf`, `links`, `loads`, `hashes` and `costs`.
+        @usableFromInline var slot: Int32
         /// When `value` was stored, in nanoseconds from the owner's clock origin (a whole
         /// `Duration` would add 8 bytes to every node and 128-bit arithmetic to every hit).
         @usableFromInline var storedAt: Int64 = 0
-        /// The generation of the load in flight for this key, `0` for none.
-        @usableFromInline var load: UInt64
 
-        /// A node without a value, whose first load is `load`.
+        /// A node without a value.
         @usableFromInline
-        init(key: Key, hash: UInt32, slot: Int32, load: UInt64) {
+        init(key: Key, slot: Int32) {
             self.key = key
-            self.hash = hash
             self.slot = slot
-            self.load = load
         }
     }
 
@@ -81,6 +80,11 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     @usableFromInline var bucketOf: [Int32] = []
     /// `links[slot]` belongs to the node of `slot`.
     @usableFromInline var links: [Link] = []
+    /// `loads[slot]` is the generation of the load in flight for the node of `slot`, `0` for none.
+    @usableFromInline var loads: [UInt64] = []
+    /// `hashes[slot]` is the low 32 bits of the `hashValue` of the key of `slot`; the node's home
+    /// bucket is `hash & (buckets.count - 1)`.
+    @usableFromInline var hashes: [UInt32] = []
     /// The cost of each slot's value (0 without a value), kept only when a cost bound is
     /// configured; empty otherwise, so the hit path never touches it.
     @usableFromInline var costs: [Int] = []
@@ -135,22 +139,31 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     }
 
     /// The bucket holding `key`, whose `hashValue` the caller computed, if present.
-    @inlinable
+    @inlinable @inline(__always)
     func findBucket(_ key: Key, hashValue: Int) -> Int? {
         findBucket(key, hash: UInt32(truncatingIfNeeded: hashValue))
     }
 
-    /// The bucket holding `key`, whose ``Node/hash`` is `hash`, if present.
-    @inlinable
+    /// The bucket holding `key`, whose hash (the low 32 bits of its `hashValue`) is `hash`, if
+    /// present.
+    @inlinable @inline(__always)
     func findBucket(_ key: Key, hash: UInt32) -> Int? {
         guard !buckets.isEmpty else { return nil }
         let mask = buckets.count &- 1
         var b = Int(hash) & mask
-        while true {
-            guard let bucketHash = buckets[b]?.hash else { return nil }
-            if bucketHash == hash, buckets[b]!.key == key { return b }
+        // `?.slot`, not `!= nil`: comparing the whole optional node looks up its type's metadata
+        // on every probe (54 instructions).
+        while buckets[b]?.slot != nil {
+            if buckets[b]!.key == key { return b }
             b = (b &+ 1) & mask
         }
+        return nil
+    }
+
+    /// The hash of the key of `slot` (the low 32 bits of its `hashValue`).
+    @inlinable
+    func hash(of slot: Int32) -> UInt32 {
+        hashes[Int(slot)]
     }
 
     /// The slot of `key`, if present.
@@ -184,7 +197,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         insertLoading(key, hash: UInt32(truncatingIfNeeded: key.hashValue), generation: generation)
     }
 
-    /// Adds `key`, whose ``Node/hash`` is `hash`, with a load in flight (not in the queue).
+    /// Adds `key`, whose hash is `hash`, with a load in flight (not in the queue).
     /// Returns its slot.
     @inlinable
     mutating func insertLoading(_ key: Key, hash: UInt32, generation: UInt64) -> Int32 {
@@ -192,28 +205,43 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         if (count + 1) * 5 > buckets.count * 4 { grow() }
         let slot = Int32(count)
         let b = emptyBucket(from: hash)
-        buckets[b] = Node(key: key, hash: hash, slot: slot, load: generation)
+        buckets[b] = Node(key: key, slot: slot)
         bucketOf.append(Int32(b))
         links.append(Link(previous: Self.none, next: Self.none))
+        loads.append(generation)
+        hashes.append(hash)
         if tracksCost { costs.append(0) }
         occupancy.addEntries(1)
         return slot
     }
 
+    /// The generation of the load in flight for the node of `slot`, `0` for none.
+    @inlinable
+    func load(of slot: Int32) -> UInt64 {
+        loads[Int(slot)]
+    }
+
     /// A load starts for a node that has none: it leaves the queue (keeping its mark).
     @inlinable
     mutating func beginLoad(_ slot: Int32, generation: UInt64) {
-        let b = bucket(of: slot)
-        precondition(buckets[b]!.load == 0, "KeyedMonoTask: a second load for one entry")
+        precondition(loads[Int(slot)] == 0, "KeyedMonoTask: a second load for one entry")
         unlink(slot)
-        buckets[b]!.load = generation
+        loads[Int(slot)] = generation
+    }
+
+    /// The load in flight for the node of `slot` is followed by load `generation` at once: the
+    /// node stays out of the queue.
+    @inlinable
+    mutating func replaceLoad(_ slot: Int32, with generation: UInt64) {
+        precondition(loads[Int(slot)] != 0, "KeyedMonoTask: a follow-up load without a load")
+        loads[Int(slot)] = generation
     }
 
     /// The load of a node ended and the node stays: it enters the queue at the head, keeping its
     /// mark (a refresh is started by reads).
     @inlinable
     mutating func endLoad(_ slot: Int32) {
-        buckets[bucket(of: slot)]!.load = 0
+        loads[Int(slot)] = 0
         linkAtHead(slot)
     }
 
@@ -222,7 +250,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
     mutating func remove(_ slot: Int32) -> Removed {
         let i = Int(slot)
         let node = self[slot]
-        if node.load == 0 { unlink(slot) }
+        if loads[i] == 0 { unlink(slot) }
         // `node` keeps the key and value alive: emptying the bucket destroys neither.
         removeBucket(at: bucket(of: slot))
         let last = count - 1
@@ -236,11 +264,13 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         if i != last {
             bucketOf.swapAt(i, last)
             links.swapAt(i, last)
+            loads.swapAt(i, last)
+            hashes.swapAt(i, last)
             // The node that was in the last slot is now in `slot`: repoint whatever referred to it.
             let moved = Int(bucketOf[i])
             buckets[moved]!.slot = slot
             if hand == Int32(last) { hand = slot }
-            if buckets[moved]!.load == 0 {
+            if loads[i] == 0 {
                 let previous = links[i].previous
                 let next = links[i].next
                 if previous == Self.none { head = slot } else { links[Int(previous)].next = slot }
@@ -249,6 +279,8 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         }
         bucketOf.removeLast()
         links.removeLast()
+        loads.removeLast()
+        hashes.removeLast()
         return Removed(node: node)
     }
 
@@ -283,21 +315,24 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         return remove(slot)
     }
 
-    /// Empties the table and returns its nodes.
-    mutating func removeAll() -> [Node] {
+    /// Empties the table and returns its nodes and, by slot, the loads in flight for them (`0`
+    /// for none).
+    mutating func removeAll() -> (nodes: [Node], loads: [UInt64]) {
         occupancy.addEntries(-count)
         occupancy.addCost(-totalCost)
         defer {
             buckets = []
             bucketOf = []
             links = []
+            loads = []
+            hashes = []
             costs = []
             totalCost = 0
             head = Self.none
             tail = Self.none
             hand = Self.none
         }
-        return nodes
+        return (nodes, loads)
     }
 
     // MARK: Hash table
@@ -319,8 +354,8 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         let mask = buckets.count - 1
         var hole = b
         var next = (b + 1) & mask
-        while let hash = buckets[next]?.hash {
-            let home = Int(hash) & mask
+        while let slot = buckets[next]?.slot {
+            let home = Int(hashes[Int(slot)]) & mask
             // The node in `next` may move to the hole unless its home lies cyclically in (hole, next].
             if (next - home) & mask >= (next - hole) & mask {
                 buckets[hole] = buckets[next]
@@ -339,7 +374,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         buckets = Array(repeating: nil, count: Swift.max(8, old.count * 2))
         for slot in bucketOf.indices {
             let node = old[Int(bucketOf[slot])]!
-            let b = emptyBucket(from: node.hash)
+            let b = emptyBucket(from: hashes[slot])
             buckets[b] = node
             bucketOf[slot] = Int32(b)
         }

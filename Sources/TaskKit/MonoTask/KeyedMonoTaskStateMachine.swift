@@ -72,8 +72,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @usableFromInline
     struct Load {
         @usableFromInline var key: Key
-        /// The key's ``KeyedMonoTaskEntryTable/Node/hash``: the load finds its entry without
-        /// hashing the key again.
+        /// The low 32 bits of the key's `hashValue` (``KeyedMonoTaskEntryTable/hash(of:)``): the
+        /// load finds its entry without hashing the key again.
         @usableFromInline var hash: UInt32
         /// Waiting for the backoff delay before the next attempt.
         @usableFromInline var inBackoff = false
@@ -280,7 +280,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         }
         let slot = table.buckets[bucket]!.slot
         if callerCancelled { return .callerCancelled }
-        let running = table[slot].load
+        let running = table.load(of: slot)
         if running != 0 {
             // Join the load in flight, or (forced) the load that will follow it.
             if forceUpdate {
@@ -319,7 +319,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             table[slot].value = nil
             table.setCost(slot, 0)
         }
-        let generation = beginLoad(key: key, hash: node.hash, waiters: [waiter])
+        let generation = beginLoad(key: key, hash: table.hash(of: slot), waiters: [waiter])
         table.beginLoad(slot, generation: generation)
         counters.recordMiss()
         return .enqueued(startLoad: startLoad(key: key, generation: generation), released: released)
@@ -328,7 +328,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// An async caller's task was cancelled: take its waiter out, if still stored.
     @usableFromInline
     mutating func cancelWaiter(key: Key, id: WaiterID) -> Waiter? {
-        if let slot = table.find(key), case let running = table[slot].load, running != 0,
+        if let slot = table.find(key), case let running = table.load(of: slot), running != 0,
             let waiter = loadSlots[Self.slot(running)]!.removeWaiter(id)
         {
             counters.callerCancellations += 1
@@ -370,7 +370,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         var next: StartLoad?
         if load.attached {
             let slot = table.buckets[table.findBucket(load.key, hash: load.hash)!]!.slot
-            assert(table[slot].load == finished, "an attached load names its entry")
+            assert(table.load(of: slot) == finished, "an attached load names its entry")
             if case .success(let value) = result, configuration.keepsResults {
                 if let old = table[slot].value { released.values.append(old) }
                 if let maximumCost = configuration.maximumCost, cost > maximumCost {
@@ -386,7 +386,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             let node = table[slot]
             if let followUp = load.followUp {
                 let generation = beginLoad(key: load.key, hash: load.hash, waiters: followUp)
-                table[slot].load = generation
+                table.replaceLoad(slot, with: generation)
                 next = startLoad(key: load.key, generation: generation)
             } else if node.value != nil, freshness(storedAt: node.storedAt, now: now) != .unusable {
                 table.endLoad(slot)
@@ -423,7 +423,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         let hash = UInt32(truncatingIfNeeded: key.hashValue)
         if let bucket = table.findBucket(key, hash: hash) {
             let found = table.buckets[bucket]!.slot
-            guard table[found].load == 0 else { return released }
+            guard table.load(of: found) == 0 else { return released }
             slot = found
             if let old = table[slot].value { released.values.append(old) }
             table.beginLoad(slot, generation: UInt64.max)  // out of the queue while it changes
@@ -452,7 +452,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     mutating func invalidate(_ key: Key) -> (startLoad: StartLoad?, released: Released) {
         var released = Released()
         guard let slot = table.find(key) else { return (nil, released) }
-        let running = table[slot].load
+        let running = table.load(of: slot)
         released.removed.append(table.remove(slot))
         counters.invalidations += 1
         guard running != 0 else { return (nil, released) }
@@ -463,12 +463,12 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     mutating func invalidateAll() -> (startLoads: [StartLoad], released: Released) {
         var released = Released()
         let old = table.removeAll()
-        counters.invalidations += old.count
+        counters.invalidations += old.nodes.count
         var starts: [StartLoad] = []
-        for node in old where node.load != 0 {
-            if let start = detach(node.load, released: &released) { starts.append(start) }
+        for load in old.loads where load != 0 {
+            if let start = detach(load, released: &released) { starts.append(start) }
         }
-        released.table = old
+        released.table = old.nodes
         return (starts, released)
     }
 
@@ -514,7 +514,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
 
     /// A usable value in the node in `bucket`: fresh (and now marked read) or stale
     /// (starting a refresh if none is in flight). `nil` when the entry has no usable value.
-    @inlinable
+    @inlinable @inline(__always)
     mutating func cacheHit(bucket: Int, now: Int64) -> (value: Value, refresh: StartLoad?)? {
         guard let value = table.buckets[bucket]!.value else { return nil }
         switch freshness(storedAt: table.buckets[bucket]!.storedAt, now: now) {
@@ -533,9 +533,9 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @inlinable
     mutating func staleHit(_ slot: Int32) -> StartLoad? {
         counters.recordStaleHit()
-        guard table[slot].load == 0 else { return nil }
+        guard table.load(of: slot) == 0 else { return nil }
         let key = table[slot].key
-        let generation = beginLoad(key: key, hash: table[slot].hash, waiters: [])
+        let generation = beginLoad(key: key, hash: table.hash(of: slot), waiters: [])
         table.beginLoad(slot, generation: generation)
         return startLoad(key: key, generation: generation)
     }

@@ -66,7 +66,7 @@ import TaskKitTestSupport
         }
         #expect(backward == model.queue.reversed(), sourceLocation: sourceLocation)
         for key in loading {
-            #expect(table.find(key).map { table.nodes[Int($0)].load != 0 } == true, sourceLocation: sourceLocation)
+            #expect(table.find(key).map { table.load(of: $0) != 0 } == true, sourceLocation: sourceLocation)
         }
     }
 
