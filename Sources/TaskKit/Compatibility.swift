@@ -291,17 +291,3 @@ extension TaskStore {
     @available(*, deprecated, renamed: "runningKeys")
     public var runningTaskKeys: Set<Key> { runningKeys }
 }
-
-extension MonoTaskCounters {
-    /// The former name of ``hits``.
-    @available(*, deprecated, renamed: "hits")
-    public var cacheHits: Int { hits }
-
-    /// The former name of ``merges``.
-    @available(*, deprecated, renamed: "merges")
-    public var mergedCallers: Int { merges }
-
-    /// The former name of ``loads``.
-    @available(*, deprecated, renamed: "loads")
-    public var executions: Int { loads }
-}
