@@ -82,16 +82,19 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         /// `forceUpdate` callers that arrived after this load began: served by the load that
         /// follows it. Non-`nil` means a follow-up load is requested.
         @usableFromInline var followUp: [WaiterEntry]?
-        @usableFromInline var schedule: RetrySchedule
+        /// Retries made so far, and the delay before the last: the load's place in the
+        /// configured policy's schedule. Not the `RetrySchedule` itself, which holds the policy
+        /// (over 100 bytes, copied with every load that starts or ends).
+        @usableFromInline var retriesMade = 0
+        @usableFromInline var lastRetryDelay: Duration?
         /// `false` once `invalidate` detached it: its result is delivered but not stored.
         @usableFromInline var attached = true
 
         @usableFromInline
-        init(key: Key, hash: UInt32, waiters: [WaiterEntry], schedule: RetrySchedule) {
+        init(key: Key, hash: UInt32, waiters: [WaiterEntry]) {
             self.key = key
             self.hash = hash
             self.waiters = waiters
-            self.schedule = schedule
         }
     }
 
@@ -357,8 +360,15 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     ) -> AttemptFinishedAction {
         if case .failure = result {
             var jitter = configuration.jitter  // copies share one generator
-            if let delay = loadSlots[Self.slot(finished)]!.schedule.nextDelay(using: &jitter) {
-                loadSlots[Self.slot(finished)]!.inBackoff = true
+            let slot = Self.slot(finished)
+            var schedule = RetrySchedule(
+                policy: configuration.retry, retriesMade: loadSlots[slot]!.retriesMade,
+                lastDelay: loadSlots[slot]!.lastRetryDelay
+            )
+            if let delay = schedule.nextDelay(using: &jitter) {
+                loadSlots[slot]!.retriesMade = schedule.retriesMade
+                loadSlots[slot]!.lastRetryDelay = schedule.lastDelay
+                loadSlots[slot]!.inBackoff = true
                 counters.recordRetry()
                 return .retry(after: delay)
             }
@@ -551,7 +561,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     mutating func beginLoad(key: Key, hash: UInt32, waiters: [WaiterEntry]) -> Generation {
         loadsBegun &+= 1
         counters.recordLoad()
-        let load = Load(key: key, hash: hash, waiters: waiters, schedule: configuration.retry.makeSchedule())
+        let load = Load(key: key, hash: hash, waiters: waiters)
         let slot: Int
         if let free = freeLoadSlots.popLast() {
             slot = Int(free)

@@ -108,6 +108,15 @@ public struct RetrySchedule: Sendable, Hashable {
         self.policy = policy
     }
 
+    /// A schedule of `policy` that has handed out `retriesMade` retries, the last after
+    /// `lastDelay`: what a caller that keeps only those two (not the policy) resumes from.
+    @usableFromInline
+    init(policy: RetryCount, retriesMade: Int, lastDelay: Duration?) {
+        self.policy = policy
+        self.retriesMade = retriesMade
+        self.lastDelay = lastDelay
+    }
+
     /// Whether another retry is allowed.
     public var canRetry: Bool { policy.allowsRetry(after: retriesMade) }
 
