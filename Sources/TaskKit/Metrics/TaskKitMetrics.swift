@@ -45,6 +45,12 @@ final class MonoTaskMetrics: Sendable {
         hits.increment()
     }
 
+    /// Counts `count` requests answered from the cache (``KeyedMonoTask/values(for:)``).
+    @usableFromInline
+    func recordHits(_ count: Int) {
+        hits.increment(by: count)
+    }
+
     /// Counts a batch of `keys` keys.
     @usableFromInline
     func recordBatch(keys: Int) {

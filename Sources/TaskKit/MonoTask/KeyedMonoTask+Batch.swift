@@ -253,6 +253,7 @@ extension KeyedMonoTask {
 
     /// ``values(for:)`` with a batch loader: registers every key (hits are answered at once),
     /// holding the batcher so that the missing keys go together, then waits for them.
+    @usableFromInline
     func batchedValues(
         for keys: some Sequence<Key> & Sendable, batcher: Batcher
     ) async -> [Key: Result<Value, any Error>] {

@@ -343,6 +343,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///
     /// - Parameter keys: The keys to look up.
     /// - Returns: One result per distinct key: the value, or the load's final error.
+    @inlinable
     public func values(for keys: some Sequence<Key> & Sendable) async -> [Key: Result<Value, any Error>] {
         if let batcher { return await batchedValues(for: keys, batcher: batcher) }
         var results: [Key: Result<Value, any Error>] = [:]
@@ -365,7 +366,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                 misses.append((key, id))
             }
         }
-        if let metrics, !hits.isEmpty { metrics.hits.increment(by: hits.count) }
+        if let metrics, !hits.isEmpty { metrics.recordHits(hits.count) }
         for (refresh, state) in refreshes { startLoad(refresh, in: state) }
         for (key, value) in hits { results[key] = .success(value) }
         guard !misses.isEmpty else { return results }
