@@ -18,12 +18,13 @@
 ///   parallel arrays over them. A hit reads only its buckets: what only a miss, a removal or
 ///   growth needs (the load in flight, the key's hash) lives in the slot arrays, which keeps a
 ///   node of `Int` keys and values at 32 bytes (48 with both in it: Benchmarks/NOTES.md,
-///   issue 35). A lookup compares keys, as `Dictionary` does, not stored hashes. Removing a node moves the last slot into its slot and repoints that slot's bucket,
-///   neighbours, node and the hand.
-/// - A node is in the queue exactly when no load is in flight for it (`loads[slot] == 0`). Only nodes
-///   in the queue can be evicted, so a key whose load is in flight is never evicted from under
-///   its waiters; ``beginLoad(_:generation:)`` and ``endLoad(_:)`` move a node out of the queue
-///   and back in at its head.
+///   issue 35). A lookup compares keys, as `Dictionary` does, not stored hashes. Removing a
+///   node moves the last slot into its slot and repoints that slot's bucket, neighbours, node
+///   and the hand.
+/// - A node is in the queue exactly when no load is in flight for it (`loads[slot] == 0`).
+///   Only nodes in the queue can be evicted, so a key whose load is in flight is never evicted
+///   from under its waiters; ``beginLoad(_:generation:)`` and ``endLoad(_:)`` move a node out of
+///   the queue and back in at its head.
 ///
 /// A pure value type, owned by ``KeyedMonoTaskStateMachine``. Every operation is O(1) (expected,
 /// for the hash table; its growth amortised; an eviction's walk amortised over the marks the
@@ -367,7 +368,7 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         buckets[hole] = nil
     }
 
-    /// Doubles the hash table (8 buckets at first) and reinserts the nodes by their stored hashes.
+    /// Doubles the hash table (8 buckets at first) and reinserts the nodes by their slots' hashes.
     @inlinable
     mutating func grow() {
         let old = buckets
