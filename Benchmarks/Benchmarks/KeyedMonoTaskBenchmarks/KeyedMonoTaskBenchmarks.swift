@@ -143,37 +143,14 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark("KeyedMonoTask: 1,000 keys x 100 concurrent callers (per sample of 100,000 callers)", configuration: batchConfiguration) {
         benchmark in
         for _ in benchmark.scaledIterations {
-            let gate = BenchGate()
-            let cache = KeyedMonoTask<Int, Int>(maximumEntries: distinctKeys, resultExpireDuration: .seconds(60)) { key in
-                await gate.wait()
-                return key
-            }
-            let sum = await callEveryKey(
-                { key in (try? await cache.value(for: key)) ?? -1 },
-                allJoined: { cache.counters.merges == distinctKeys * (callersPerKey - 1) },
-                open: gate.open
-            )
-            precondition(sum == expectedSum, "every caller gets its key's value")
-            precondition(cache.counters.loads == distinctKeys, "every key loaded once")
+            await keyedMonoTaskEveryKeyRound()
         }
     }
 
     Benchmark("Baseline actor [Key: Task]: 1,000 keys x 100 concurrent callers (per sample of 100,000 callers)", configuration: batchConfiguration) {
         benchmark in
         for _ in benchmark.scaledIterations {
-            let gate = BenchGate()
-            let cache = NaiveKeyedCache { key in
-                await gate.wait()
-                return key
-            }
-            let sum = await callEveryKey(
-                { key in (try? await cache.value(for: key)) ?? -1 },
-                allJoined: { await cache.calls == distinctKeys * callersPerKey },
-                open: gate.open
-            )
-            precondition(sum == expectedSum, "every caller gets its key's value")
-            let loads = await cache.loads
-            precondition(loads == distinctKeys, "every key loaded once")
+            await actorEveryKeyRound()
         }
     }
 
@@ -258,67 +235,8 @@ let dataLoaderCallsMetric = BenchmarkMetric.custom("DataLoader most calls", pola
 /// Fan-out rounds of each side per paired sample.
 let fanOutPairedRounds = 10
 
-let distinctKeys = 1_000
-let callersPerKey = 100
-let expectedSum = (0..<distinctKeys).reduce(0, +) * callersPerKey
-
-/// 100 child tasks (one per caller round), each with 1,000 children (one per key): 100,000
-/// concurrent callers, 100 per key. Nested rather than one group of 100,000 children, because
-/// the runtime removes a finished child from its parent's record list by walking it, which is
-/// quadratic in a group that large (10 s per sample for either cache). Opens the gate once
-/// `allJoined` holds; returns the sum of the values.
-func callEveryKey(
-    _ call: @escaping @Sendable (Int) async -> Int,
-    allJoined: @Sendable () async -> Bool,
-    open: () -> Void
-) async -> Int {
-    await withTaskGroup(of: Int.self) { rounds in
-        for _ in 0..<callersPerKey {
-            rounds.addTask {
-                await withTaskGroup(of: Int.self) { callers in
-                    for key in 0..<distinctKeys {
-                        callers.addTask { await call(key) }
-                    }
-                    return await callers.reduce(0, +)
-                }
-            }
-        }
-        while await !allJoined() { await Task.yield() }
-        open()
-        return await rounds.reduce(0, +)
-    }
-}
-
 /// Lets finished load tasks be released before the memory is read.
 func settle() async {
     for _ in 0..<100 { await Task.yield() }
     try? await Task.sleep(for: .milliseconds(20))
-}
-
-/// The keyed single-flight cache as commonly written by hand: an actor with one `Task` per key,
-/// kept forever. Correct for these workloads (no expiry, bound, invalidation or cancellation).
-actor NaiveKeyedCache {
-    private var tasks: [Int: Task<Int, any Error>] = [:]
-    private let load: @Sendable (Int) async throws -> Int
-    /// Calls that reached the actor (for the benchmark's barrier) and loads started.
-    private(set) var calls = 0
-    private(set) var loads = 0
-
-    init(load: @escaping @Sendable (Int) async throws -> Int) {
-        self.load = load
-    }
-
-    var count: Int { tasks.count }
-
-    func value(for key: Int) async throws -> Int {
-        calls += 1
-        if let task = tasks[key] {
-            return try await task.value
-        }
-        loads += 1
-        let load = load
-        let task = Task { try await load(key) }
-        tasks[key] = task
-        return try await task.value
-    }
 }

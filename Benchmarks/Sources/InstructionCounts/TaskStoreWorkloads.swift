@@ -41,6 +41,12 @@ enum TaskStoreWorkload: String, CaseIterable {
     case monoTaskMerged = "monotask-merged"
     /// A batch of 100 callers merged into one `KeyedMonoTask` load of one key (issue 35).
     case keyedMonoTaskMerged = "keyedmonotask-merged"
+    /// Rounds of 1,000 keys x 100 concurrent callers (the benchmark's workload), per round. For
+    /// profiling only, not in `instruction-counts.sh`: under valgrind the two threads run in
+    /// turn, so the actor's count is not the one it has natively (NOTES, 2026-11-28).
+    case keyedMonoTaskEveryKey = "keyedmonotask-every-key"
+    /// The same rounds through the hand-written actor cache.
+    case actorEveryKey = "actor-every-key"
     /// The same batch on the hand-written actor holding a `Task`.
     case actorMerged = "actor-merged"
     /// The floor of a batch: 100 task-group children waiting for one gate.
@@ -96,6 +102,10 @@ enum TaskStoreWorkload: String, CaseIterable {
             for _ in 0..<n { await gateMergedBatch() }
         case .keyedMonoTaskMerged:
             for _ in 0..<n { await keyedMonoTaskMergedBatch() }
+        case .keyedMonoTaskEveryKey:
+            for _ in 0..<n { await keyedMonoTaskEveryKeyRound() }
+        case .actorEveryKey:
+            for _ in 0..<n { await actorEveryKeyRound() }
         case .keyedMonoTaskFanOutBatched:
             for _ in 0..<n { _ = await keyedMonoTaskBatchedFanOut() }
         case .dataLoaderFanOut:
