@@ -132,6 +132,11 @@ let package = Package(
             path: "Benchmarks/PostgresBenchmarks",
             plugins: benchmarkPlugin
         ),
+        // Paired workloads on the global executor with all its workers (package-benchmark's
+        // runner parks one of them for an async benchmark): `swift run -c release ParallelPairs`.
+        .executableTarget(
+            name: "ParallelPairs", dependencies: ["SeedWorkloads", .product(name: "TaskKit", package: "TaskKit")]
+        ),
         // PostgresSingleFlight: distinct keys per second with 8 processes (copies of itself).
         .executableTarget(
             name: "PostgresThroughput",

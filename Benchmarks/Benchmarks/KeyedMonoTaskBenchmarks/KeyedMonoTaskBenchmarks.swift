@@ -29,38 +29,10 @@ import SeedWorkloads
 import Synchronization
 import TaskKit
 
-let keyCount = 100_000
-
-/// The shuffled read order of the hit benchmarks (a fixed seed: the same order in every run).
-let readOrder: [Int] = {
-    var generator = SplitMix(seed: 21)
-    return (0..<keyCount).shuffled(using: &generator)
-}()
-
 /// Filled once, on first use, outside the measured region.
 let hitCache = KeyedMonoTask<Int, Int>(maximumEntries: keyCount, resultExpireDuration: .seconds(3_600)) { $0 }
 let naiveHitCache = NaiveKeyedCache { $0 }
 let lockedDictionary = Mutex<[Int: Int]>(Dictionary(uniqueKeysWithValues: (0..<keyCount).map { ($0, $0) }))
-
-/// Reads `reads` keys in each of `readers` child tasks, each starting at its own place in
-/// `readOrder`; returns when all are done.
-func readInParallel(readers: Int, reads: Int, _ read: @escaping @Sendable (Int) async -> Int) async {
-    await withTaskGroup(of: Int.self) { group in
-        for reader in 0..<readers {
-            group.addTask {
-                var sum = 0
-                var position = reader * (keyCount / readers)
-                for _ in 0..<reads {
-                    sum &+= await read(readOrder[position])
-                    position += 1
-                    if position == keyCount { position = 0 }
-                }
-                return sum
-            }
-        }
-        for await sum in group { blackHole(sum) }
-    }
-}
 
 let benchmarks: @Sendable () -> Void = {
     let hitConfiguration = Benchmark.Configuration(
@@ -89,28 +61,25 @@ let benchmarks: @Sendable () -> Void = {
 
     for readers in [1, 2, 4, 8] {
         Benchmark("KeyedMonoTask: hit, 100,000 keys, \(readers) readers", configuration: hitConfiguration) { benchmark in
-            if hitCache.count < keyCount { _ = await hitCache.values(for: 0..<keyCount) }
-            precondition(hitCache.count == keyCount && hitCache.counters.evictions == 0)
+            await fillHitCaches(hitCache, naiveHitCache)
             let reads = benchmark.scaledIterations.count / readers
             benchmark.startMeasurement()
-            await readInParallel(readers: readers, reads: reads) { key in (try? await hitCache.value(for: key)) ?? 0 }
+            blackHole(await readInParallel(readers: readers, reads: reads) { key in (try? await hitCache.value(for: key)) ?? 0 })
         }
 
         Benchmark("Baseline actor [Key: Task]: hit, 100,000 keys, \(readers) readers", configuration: hitConfiguration) {
             benchmark in
-            if await naiveHitCache.count < keyCount {
-                for key in 0..<keyCount { _ = try? await naiveHitCache.value(for: key) }
-            }
+            await fillHitCaches(hitCache, naiveHitCache)
             let reads = benchmark.scaledIterations.count / readers
             benchmark.startMeasurement()
-            await readInParallel(readers: readers, reads: reads) { key in (try? await naiveHitCache.value(for: key)) ?? 0 }
+            blackHole(await readInParallel(readers: readers, reads: reads) { key in (try? await naiveHitCache.value(for: key)) ?? 0 })
         }
 
         Benchmark("Floor Mutex<[Int: Int]>: lookup, 100,000 keys, \(readers) readers", configuration: hitConfiguration) {
             benchmark in
             let reads = benchmark.scaledIterations.count / readers
             benchmark.startMeasurement()
-            await readInParallel(readers: readers, reads: reads) { key in lockedDictionary.withLock { $0[key] ?? 0 } }
+            blackHole(await readInParallel(readers: readers, reads: reads) { key in lockedDictionary.withLock { $0[key] ?? 0 } })
         }
     }
 

@@ -1,0 +1,148 @@
+// Paired workloads run on Swift's global executor with every worker it has.
+//
+// package-benchmark runs an async benchmark by blocking the thread that called it on a
+// semaphore; that thread is one of the cooperative pool's, so on a 2-core Linux box an async
+// benchmark runs on the one worker left (`perf stat`: 1.00 CPUs; gdb: a `default-qos` worker
+// parked in `Benchmark.runAsync`). What runs on several cores in a server (readers on
+// different cores, callers joining from both) runs on one there. This driver measures the
+// same workloads without that: rounds of each contender interleaved in one process, the
+// median per operation, the ratio of medians, and the CPUs the rounds used (process CPU
+// time over wall time), which says whether they ran on more than one core.
+//
+//   swift run -c release ParallelPairs hit [rounds]        1/2/4/8 readers, 1,000,000 reads a round
+//   swift run -c release ParallelPairs every-key [rounds]  1,000 keys x 100 concurrent callers
+//   swift run -c release ParallelPairs fan-out [rounds]    1,000 keys through a batch loader
+
+import Foundation
+import SeedWorkloads
+import Synchronization
+import TaskKit
+
+// The hit workload's caches, in this module (see `HitWorkloads.swift`).
+let hitCache = KeyedMonoTask<Int, Int>(maximumEntries: keyCount, resultExpireDuration: .seconds(3_600)) { $0 }
+let naiveHitCache = NaiveKeyedCache { $0 }
+/// How a server usually holds a cache: a `let` of a long-lived object, read from its methods.
+final class UserService: Sendable {
+    let cache: KeyedMonoTask<Int, Int>
+    init(cache: KeyedMonoTask<Int, Int>) { self.cache = cache }
+    func value(for key: Int) async -> Int { (try? await cache.value(for: key)) ?? 0 }
+}
+let service = UserService(cache: hitCache)
+let lockedDictionary = Mutex<[Int: Int]>(Dictionary(uniqueKeysWithValues: (0..<keyCount).map { ($0, $0) }))
+
+/// One contender: its name and one round, which returns how many operations it made.
+struct Contender {
+    let name: String
+    let round: @Sendable () async -> Int
+}
+
+/// The time and the CPU time (user + system, all threads) of `body`.
+func measured(_ body: () async -> Int) async -> (nanosPerOperation: Double, cpus: Double) {
+    func processCPUSeconds() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+    let cpuBefore = processCPUSeconds()
+    let start = ContinuousClock.now
+    let operations = await body()
+    let wall = ContinuousClock.now - start
+    let cpu = processCPUSeconds() - cpuBefore
+    let wallSeconds = Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18
+    return (wallSeconds * 1e9 / Double(operations), cpu / wallSeconds)
+}
+
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}
+
+/// Runs `rounds` interleaved rounds of every contender (after one warm-up round each) and prints
+/// the medians, each contender's ratio to the first baseline (the second contender) and to any
+/// further one, and the CPUs used.
+func pair(_ title: String, unit: String, scale: Double, rounds: Int, _ contenders: [Contender]) async {
+    for contender in contenders { _ = await contender.round() }
+    var times = Array(repeating: [Double](), count: contenders.count)
+    var cpus = Array(repeating: [Double](), count: contenders.count)
+    for round in 0..<rounds {
+        // Alternate the order, so that neither side always runs right after the other.
+        let order = round % 2 == 0 ? Array(contenders.indices) : contenders.indices.reversed()
+        for index in order {
+            let result = await measured(contenders[index].round)
+            times[index].append(result.nanosPerOperation / scale)
+            cpus[index].append(result.cpus)
+        }
+    }
+    let medians = times.map(median)
+    print("## \(title) (\(rounds) rounds, median per \(unit))")
+    for (index, contender) in contenders.enumerated() {
+        let ratios = medians.indices.filter { $0 != index && index == 0 }.map {
+            String(format: "%.2fx %@", medians[index] / medians[$0], contenders[$0].name)
+        }
+        let name = contender.name.padding(toLength: 34, withPad: " ", startingAt: 0)
+        let line = name + String(format: "%10.1f  CPUs %.2f", medians[index], median(cpus[index]))
+        print(ratios.isEmpty ? line : line + "  (" + ratios.joined(separator: ", ") + ")")
+    }
+    print("")
+}
+
+/// Loader calls per round, by contender.
+final class LoaderCalls: Sendable {
+    let counts = Mutex<[[Int: Int]]>([[:], [:]])
+    func record(_ contender: Int, _ calls: Int) { counts.withLock { $0[contender][calls, default: 0] += 1 } }
+    func histogram(_ contender: Int) -> String {
+        counts.withLock { $0[contender] }.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+    }
+}
+let loaderCalls = LoaderCalls()
+
+let arguments = CommandLine.arguments.dropFirst()
+let workload = arguments.first ?? "hit"
+let roundsArgument = arguments.dropFirst().first.flatMap { Int($0) }
+
+switch workload {
+case "hit":
+    await fillHitCaches(hitCache, naiveHitCache)
+    let reads = 1_000_000
+    for readers in [1, 2, 4, 8] {
+        let perReader = reads / readers
+        await pair("hit, 100,000 keys, \(readers) readers", unit: "read (ns)", scale: 1, rounds: roundsArgument ?? 15, [
+            Contender(name: "KeyedMonoTask") {
+                let sum = await readInParallel(readers: readers, reads: perReader) { key in (try? await hitCache.value(for: key)) ?? 0 }
+                precondition(sum > 0)
+                return perReader * readers
+            },
+            Contender(name: "KeyedMonoTask in a service object") {
+                let sum = await readInParallel(readers: readers, reads: perReader) { key in await service.value(for: key) }
+                precondition(sum > 0)
+                return perReader * readers
+            },
+            Contender(name: "Baseline actor [Key: Task]") {
+                let sum = await readInParallel(readers: readers, reads: perReader) { key in (try? await naiveHitCache.value(for: key)) ?? 0 }
+                precondition(sum > 0)
+                return perReader * readers
+            },
+            Contender(name: "Floor Mutex<[Int: Int]>") {
+                let sum = await readInParallel(readers: readers, reads: perReader) { key in lockedDictionary.withLock { $0[key] ?? 0 } }
+                precondition(sum > 0)
+                return perReader * readers
+            },
+        ])
+    }
+case "every-key":
+    await pair("1,000 keys x 100 concurrent callers", unit: "round of 100,000 callers (ms)", scale: 1e6 / Double(distinctKeys * callersPerKey), rounds: roundsArgument ?? 15, [
+        Contender(name: "KeyedMonoTask") { await keyedMonoTaskEveryKeyRound(); return distinctKeys * callersPerKey },
+        Contender(name: "Baseline actor [Key: Task]") { await actorEveryKeyRound(); return distinctKeys * callersPerKey },
+    ])
+case "fan-out":
+    await pair("fan-out, 1,000 keys, batches of 100", unit: "key (ns)", scale: 1, rounds: roundsArgument ?? 200, [
+        Contender(name: "KeyedMonoTask batched") { loaderCalls.record(0, await keyedMonoTaskBatchedFanOut()); return 1_000 },
+        Contender(name: "Baseline hand-written DataLoader") { loaderCalls.record(1, await dataLoaderFanOut()); return 1_000 },
+    ])
+    print("loader calls per round of 1,000 keys (calls: rounds):")
+    print("  KeyedMonoTask batched:", loaderCalls.histogram(0))
+    print("  hand-written DataLoader:", loaderCalls.histogram(1))
+default:
+    print("usage: ParallelPairs hit|every-key|fan-out [rounds]")
+    exit(2)
+}
