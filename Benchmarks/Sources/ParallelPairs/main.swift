@@ -12,6 +12,8 @@
 //   swift run -c release ParallelPairs hit [rounds]        1/2/4/8 readers, 1,000,000 reads a round
 //   swift run -c release ParallelPairs every-key [rounds]  1,000 keys x 100 concurrent callers
 //   swift run -c release ParallelPairs fan-out [rounds]    1,000 keys through a batch loader
+//   swift run -c release ParallelPairs taskmanager [rounds]      issue 37's TaskManager pairs
+//   swift run -c release ParallelPairs monotask-merged [rounds]  100 callers merged into one run
 
 import Foundation
 import SeedWorkloads
@@ -142,7 +144,49 @@ case "fan-out":
     print("loader calls per round of 1,000 keys (calls: rounds):")
     print("  KeyedMonoTask batched:", loaderCalls.histogram(0))
     print("  hand-written DataLoader:", loaderCalls.histogram(1))
+case "taskmanager":
+    // Issue 37's bars, on every worker: TaskManager with one pass-through interceptor against a
+    // task group over the same task objects.
+    let tasks = 100_000
+    await pair("100,000 trivial tasks, one pass-through interceptor", unit: "task (ns)", scale: 1, rounds: roundsArgument ?? 15, [
+        Contender(name: "TaskManager") {
+            let sum = await managerThroughput(tasks)
+            precondition(sum == tasks * (tasks - 1) / 2)
+            return tasks
+        },
+        Contender(name: "withTaskGroup") {
+            let sum = await taskGroupThroughput(tasks)
+            precondition(sum == tasks * (tasks - 1) / 2)
+            return tasks
+        },
+    ])
+    let trips = 20_000
+    await pair("value(of:) round trip, one pass-through interceptor", unit: "round trip (ns)", scale: 1, rounds: roundsArgument ?? 15, [
+        Contender(name: "TaskManager value(of:)") {
+            let sum = await managerInterceptedRoundTrips(trips)
+            precondition(sum == trips * (trips - 1) / 2)
+            return trips
+        },
+        Contender(name: "TaskGroup addTask + next()") {
+            let sum = await taskGroupRoundTrips(trips)
+            precondition(sum == trips * (trips - 1) / 2)
+            return trips
+        },
+    ])
+case "monotask-merged":
+    // Issue 37's bar: 100 callers merged into one MonoTask run against the actor holding a Task.
+    let batches = 100
+    await pair("100 callers merged into one run", unit: "caller (ns)", scale: 1, rounds: roundsArgument ?? 15, [
+        Contender(name: "MonoTask") {
+            for _ in 0..<batches { await monoTaskMergedBatch() }
+            return batches * callers
+        },
+        Contender(name: "actor holding a Task") {
+            for _ in 0..<batches { await actorMergedBatch() }
+            return batches * callers
+        },
+    ])
 default:
-    print("usage: ParallelPairs hit|every-key|fan-out [rounds]")
+    print("usage: ParallelPairs hit|every-key|fan-out|taskmanager|monotask-merged [rounds]")
     exit(2)
 }
