@@ -54,6 +54,15 @@ func measured(_ body: () async -> Int) async -> (nanosPerOperation: Double, cpus
     return (wallSeconds * 1e9 / Double(operations), cpu / wallSeconds)
 }
 
+/// A contender making `n` operations with `run`, which returns the sum 0 + 1 + … + (n - 1).
+func summing(_ name: String, _ n: Int, _ run: @escaping @Sendable (Int) async -> Int) -> Contender {
+    Contender(name: name) {
+        let sum = await run(n)
+        precondition(sum == n * (n - 1) / 2, "\(name): every operation ran once")
+        return n
+    }
+}
+
 func median(_ values: [Double]) -> Double {
     let sorted = values.sorted()
     return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
@@ -147,31 +156,13 @@ case "fan-out":
 case "taskmanager":
     // Issue 37's bars, on every worker: TaskManager with one pass-through interceptor against a
     // task group over the same task objects.
-    let tasks = 100_000
     await pair("100,000 trivial tasks, one pass-through interceptor", unit: "task (ns)", scale: 1, rounds: roundsArgument ?? 15, [
-        Contender(name: "TaskManager") {
-            let sum = await managerThroughput(tasks)
-            precondition(sum == tasks * (tasks - 1) / 2)
-            return tasks
-        },
-        Contender(name: "withTaskGroup") {
-            let sum = await taskGroupThroughput(tasks)
-            precondition(sum == tasks * (tasks - 1) / 2)
-            return tasks
-        },
+        summing("TaskManager", 100_000, managerThroughput),
+        summing("withTaskGroup", 100_000, taskGroupThroughput),
     ])
-    let trips = 20_000
     await pair("value(of:) round trip, one pass-through interceptor", unit: "round trip (ns)", scale: 1, rounds: roundsArgument ?? 15, [
-        Contender(name: "TaskManager value(of:)") {
-            let sum = await managerInterceptedRoundTrips(trips)
-            precondition(sum == trips * (trips - 1) / 2)
-            return trips
-        },
-        Contender(name: "TaskGroup addTask + next()") {
-            let sum = await taskGroupRoundTrips(trips)
-            precondition(sum == trips * (trips - 1) / 2)
-            return trips
-        },
+        summing("TaskManager value(of:)", 20_000, managerInterceptedRoundTrips),
+        summing("TaskGroup addTask + next()", 20_000, taskGroupRoundTrips),
     ])
 case "monotask-merged":
     // Issue 37's bar: 100 callers merged into one MonoTask run against the actor holding a Task.
