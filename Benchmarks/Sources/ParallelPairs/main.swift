@@ -99,7 +99,7 @@ func pair(_ title: String, unit: String, scale: Double, rounds: Int, _ contender
 
 /// Loader calls per round, by contender.
 final class LoaderCalls: Sendable {
-    let counts = Mutex<[[Int: Int]]>([[:], [:]])
+    let counts = Mutex<[[Int: Int]]>([[:], [:], [:]])
     func record(_ contender: Int, _ calls: Int) { counts.withLock { $0[contender][calls, default: 0] += 1 } }
     func histogram(_ contender: Int) -> String {
         counts.withLock { $0[contender] }.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
@@ -149,10 +149,15 @@ case "fan-out":
     await pair("fan-out, 1,000 keys, batches of 100", unit: "key (ns)", scale: 1, rounds: roundsArgument ?? 200, [
         Contender(name: "KeyedMonoTask batched") { loaderCalls.record(0, await keyedMonoTaskBatchedFanOut()); return 1_000 },
         Contender(name: "Baseline hand-written DataLoader") { loaderCalls.record(1, await dataLoaderFanOut()); return 1_000 },
+        Contender(name: "KeyedMonoTask, batchWindow 1 ms") {
+            loaderCalls.record(2, await keyedMonoTaskBatchedFanOut(batchWindow: .milliseconds(1)))
+            return 1_000
+        },
     ])
     print("loader calls per round of 1,000 keys (calls: rounds):")
     print("  KeyedMonoTask batched:", loaderCalls.histogram(0))
     print("  hand-written DataLoader:", loaderCalls.histogram(1))
+    print("  KeyedMonoTask, batchWindow 1 ms:", loaderCalls.histogram(2))
 case "taskmanager":
     // Issue 37's bars, on every worker: TaskManager with one pass-through interceptor against a
     // task group over the same task objects.
