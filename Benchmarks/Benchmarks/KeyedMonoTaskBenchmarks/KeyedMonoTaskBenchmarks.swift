@@ -133,7 +133,7 @@ let benchmarks: @Sendable () -> Void = {
         maxIterations: 200
     )
     let fanOuts: [(name: String, round: @Sendable () async -> Int)] = [
-        ("KeyedMonoTask batched", keyedMonoTaskBatchedFanOut),
+        ("KeyedMonoTask batched", { await keyedMonoTaskBatchedFanOut() }),
         ("Baseline hand-written DataLoader", dataLoaderFanOut),
         ("KeyedMonoTask single-key loader", keyedMonoTaskSingleFanOut),
     ]
