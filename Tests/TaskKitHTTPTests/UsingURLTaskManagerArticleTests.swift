@@ -194,11 +194,20 @@ struct UsingURLTaskManagerArticleTests {
                 timeout: .seconds(10)
             )
             await server.expireAllTokens()
-            let (data, response) = try await manager.data(for: URLRequest(url: server.url("/protected")))
+            // The client is shut down whatever the request does: one left to its deinit stops the
+            // process (AsyncHTTPClient's precondition), which would turn a failed request into a
+            // crash of the whole test run.
+            let outcome: Result<(Data, HTTPURLResponse), any Error>
+            do {
+                outcome = .success(try await manager.data(for: URLRequest(url: server.url("/protected"))))
+            } catch {
+                outcome = .failure(error)
+            }
+            try await client.shutdown()
+            let (data, response) = try outcome.get()
             #expect(response.statusCode == 200)
             #expect(String(decoding: data, as: UTF8.self).contains("loopback"))
             #expect(await server.refreshCount() == 1)
-            try await client.shutdown()
         }
     }
 
