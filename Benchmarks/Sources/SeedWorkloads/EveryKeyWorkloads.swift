@@ -1,5 +1,6 @@
 // The "1,000 keys x 100 concurrent callers" workload of `KeyedMonoTaskBenchmarks` (issue 35), shared
-// with `InstructionCounts` (`keyedmonotask-every-key`, `actor-every-key`): one round is 100,000
+// with `ParallelPairs` (`every-key`) and `InstructionCounts` (`keyedmonotask-every-key`,
+// `actor-every-key`): one round is 100,000
 // callers, 100 per key; each key is loaded once, after every other caller has joined.
 
 import BenchmarkSupport
