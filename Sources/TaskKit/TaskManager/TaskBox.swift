@@ -302,6 +302,35 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
         }
     }
 
+    /// The manager and the task's identifier, for the job of the direct lane: written by
+    /// ``TaskManager/spawnDirectExecution(of:box:id:)`` before it spawns the job (creating the
+    /// Swift task orders the write before every read), read only by that job.
+    @usableFromInline @exclusivity(unchecked) var directLane: (storage: TaskManagerStorage, id: Int)?
+
+    /// The job of the direct lane (``TaskManager/value(of:after:timeout:)``,
+    /// ``TaskManager/add(task:startImmediately:after:timeout:completeOn:completion:)``), for a
+    /// task the manager registered as executing (``TaskManagerStorage/addDirectly(_:)``): runs
+    /// the adapters and the task as the interceptors left it (the manager's lock orders the
+    /// interception before the spawn), reports the end to the manager, and when the manager
+    /// grants the delivery hands the typed result to the caller.
+    @inlinable
+    func executeDirectly() async {
+        guard let (storage, id) = directLane else { preconditionFailure("direct lane job without its manager") }
+        let task = interceptedTask
+        let result: Result<T.SuccessValue, any Error>
+        do {
+            for adapter in storage.interceptors {
+                try await adapter.adapt(task: task)
+            }
+            result = .success(try await task.execute())
+        } catch {
+            result = .failure(error)
+        }
+        if storage.directExecutionEnded(id: id) {
+            deliverDirectly(result, reportingTo: storage)
+        }
+    }
+
     /// Delivers `result` of an execution that the caller's code spawned (the direct lane of
     /// ``TaskManager/value(of:after:timeout:)`` and ``TaskManager/add(task:startImmediately:after:timeout:completeOn:completion:)``)
     /// to the caller, as ``deliverResult(then:)`` does a stored outcome, then reports the
