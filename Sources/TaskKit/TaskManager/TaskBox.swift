@@ -83,8 +83,9 @@ class AnyTaskBox: @unchecked Sendable {
     }
 
     /// The deadline the caller asked for, else the task's own (read when the box is made).
-    let effectiveTimeout: Duration?
+    @usableFromInline let effectiveTimeout: Duration?
 
+    @usableFromInline
     init(effectiveTimeout: Duration?) {
         self.effectiveTimeout = effectiveTimeout
     }
@@ -171,12 +172,12 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     /// `Result<T.SuccessValue, any Error>` for every delivery.
     @usableFromInline typealias Delivery = @Sendable (Completion, TaskOutcome) -> Void
 
-    @exclusivity(unchecked) private var task: T
+    @usableFromInline @exclusivity(unchecked) var task: T
     /// The latest execution's outcome.
-    @exclusivity(unchecked) private var outcome: TaskOutcome?
+    @usableFromInline @exclusivity(unchecked) var outcome: TaskOutcome?
     @usableFromInline let completion: Completion?
     /// Set with `completion`; see ``Delivery``.
-    private let delivery: Delivery?
+    @usableFromInline let delivery: Delivery?
     @usableFromInline let queue: DispatchQueue?
     /// Whether the caller awaits the outcome through ``awaitValue()`` instead of a completion.
     @usableFromInline let awaited: Bool
@@ -196,7 +197,7 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
 
     /// A box whose caller receives the outcome through `completion` (if any), on `queue` if given,
     /// called by `delivery`.
-    @usableFromInline
+    @inlinable
     init(task: T, timeout: Duration?, queue: DispatchQueue?, completion: Completion?, delivery: @escaping Delivery) {
         self.task = task
         self.queue = queue
@@ -207,7 +208,7 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     }
 
     /// A box whose caller awaits the outcome with ``awaitValue()``.
-    @usableFromInline
+    @inlinable
     init(awaiting task: T, timeout: Duration?) {
         self.task = task
         self.queue = nil
