@@ -24,6 +24,10 @@ final class TaskManagerStorage: Sendable {
     private let reactorConfigurations: [ReactorConfiguration]
     let clock: any Clock<Duration>
     let logger: Logger
+    /// Whether `logger` writes trace messages, read once: its level cannot change (the manager
+    /// holds its own copy), and asking it per task copies its handler (about 100 instructions
+    /// on every add, callgrind).
+    private let tracesTasks: Bool
     /// The metric objects, with a `metricsLabel`; `nil` (no metric objects) without.
     let metrics: TaskManagerMetrics?
     /// The tracing seam, with a `tracing:` other than `.none`; `nil` (no span, no context) without.
@@ -53,6 +57,7 @@ final class TaskManagerStorage: Sendable {
         self.reactorConfigurations = configurations
         self.clock = clock
         self.logger = logger
+        self.tracesTasks = logger.logLevel <= .trace
         self.state = LockedState(State(machine: Machine(
             interceptorCount: interceptors.count, reactorConfigurations: configurations,
             maxConcurrentTasks: maxConcurrentTasks
@@ -75,7 +80,7 @@ final class TaskManagerStorage: Sendable {
             box.terminate(with: .shuttingDown) {}
             return TaskHandle(identifier: 0, storage: self)
         }
-        logger.trace("task added", metadata: ["task": "\(id)"])
+        if tracesTasks { logger.trace("task added", metadata: ["task": "\(id)"]) }
         perform(actions)
         return TaskHandle(identifier: id, storage: self)
     }
@@ -107,7 +112,7 @@ final class TaskManagerStorage: Sendable {
             guard let (id, deadline) = state.withLock({ state -> (Int, Duration?)? in
                 state.shuttingDown ? nil : state.machine.addExecuting(payload: box, timeout: timeout)
             }) else { return nil }
-            logger.trace("task added", metadata: ["task": "\(id)"])
+            if tracesTasks { logger.trace("task added", metadata: ["task": "\(id)"]) }
             if let deadline { perform([.startTimer(id: id, kind: .deadline, duration: deadline)]) }
             return (id, true)
         case .intercepting:
@@ -115,10 +120,10 @@ final class TaskManagerStorage: Sendable {
             guard let (id, batchCounts, deadline) = state.withLock({ state -> (Int, [Int], Duration?)? in
                 state.shuttingDown ? nil : state.machine.addIntercepting(payload: box, timeout: timeout)
             }) else { return nil }
-            logger.trace("task added", metadata: ["task": "\(id)"])
+            if tracesTasks { logger.trace("task added", metadata: ["task": "\(id)"]) }
             if let deadline { perform([.startTimer(id: id, kind: .deadline, duration: deadline)]) }
             let verdict = box.intercept(interceptors, batchCounts: batchCounts)
-            logger.trace("task intercepted", metadata: ["task": "\(id)", "verdict": "\(verdict.decision)"])
+            if tracesTasks { logger.trace("task intercepted", metadata: ["task": "\(id)", "verdict": "\(verdict.decision)"]) }
             let (execute, actions) = state.withLock { $0.machine.directInterceptionFinished(id: id, verdict: verdict) }
             if !actions.isEmpty { perform(actions) }
             return (id, execute)
@@ -252,7 +257,7 @@ final class TaskManagerStorage: Sendable {
 
         case .intercept(let id, let box, let batchCounts):
             let verdict = box.intercept(interceptors, batchCounts: batchCounts)
-            logger.trace("task intercepted", metadata: ["task": "\(id)", "verdict": "\(verdict.decision)"])
+            if tracesTasks { logger.trace("task intercepted", metadata: ["task": "\(id)", "verdict": "\(verdict.decision)"]) }
             state.withLock { $0.machine.interceptionFinished(id: id, verdict: verdict, into: &followUps) }
 
         case .execute(let id, let box, let attempt):
