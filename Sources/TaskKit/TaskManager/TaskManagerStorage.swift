@@ -182,7 +182,12 @@ final class TaskManagerStorage: Sendable {
     /// `waitTillAllTasksFinished` waiter resumes only after the last completion.
     @usableFromInline
     func deliveryReturned() {
-        perform(state.withLock { $0.machine.deliveriesReturned(1) })
+        // The `resumeWaiters` action's work, done in the same critical section.
+        let continuations = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            let done = state.machine.deliveryReturned()
+            return done.isEmpty ? [] : done.compactMap { state.waiters.removeValue(forKey: $0) }
+        }
+        for continuation in continuations { continuation.resume() }
     }
 
     var isShuttingDown: Bool {
