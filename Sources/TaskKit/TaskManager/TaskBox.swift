@@ -36,7 +36,7 @@ class AnyTaskBox: @unchecked Sendable {
 
     private let executionState = Atomic<UInt8>(0)
     /// The Swift task running the current execution; see ``publishExecution(_:)``.
-    @exclusivity(unchecked) private var executionJob: Task<Void, Never>?
+    @exclusivity(unchecked) private var executionJob: Task<Void, any Error>?
 
     /// Makes `job`, the Swift task just spawned for the next execution of this task, reachable
     /// by ``cancelExecution()`` (without the manager's lock), or cancels it at once if the
@@ -52,8 +52,12 @@ class AnyTaskBox: @unchecked Sendable {
     /// and leaves the cancelling to the writer, which then fails its final compare-and-exchange
     /// to `published` and cancels its own job. So the variable is never read and written at
     /// the same time, and the job of a cancelled execution is always cancelled.
+    ///
+    /// Jobs are `Task<Void, any Error>` made from throwing closures that throw nothing: a
+    /// `Task<Void, Never>` wraps its non-throwing operation in a reabstraction thunk, whose
+    /// context is one more allocation (and free, on another thread) per execution.
     @usableFromInline
-    final func publishExecution(_ job: Task<Void, Never>) {
+    final func publishExecution(_ job: Task<Void, any Error>) {
         if executionState.load(ordering: .acquiring) == Self.published {
             guard executionState.compareExchange(
                 expected: Self.published, desired: Self.none, ordering: .acquiringAndReleasing

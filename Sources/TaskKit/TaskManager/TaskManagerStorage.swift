@@ -270,7 +270,7 @@ final class TaskManagerStorage: Sendable {
             // branch on the tracer inside one job (or one method) costs every untraced task
             // instructions, or an allocation (Benchmarks/NOTES.md).
             guard let tracer else {
-                let job = Task { [self] in
+                let job = Task { [self] () async throws -> Void in
                     let stopwatch = metrics?.stopwatch()
                     let reactable = await box.run(adapters: interceptors)
                     executionEnded(id: id, attempt: attempt, reactable: reactable, stopwatch: stopwatch)
@@ -278,7 +278,7 @@ final class TaskManagerStorage: Sendable {
                 box.publishExecution(job)
                 return
             }
-            let job = Task { [self] in
+            let job = Task { [self] () async throws -> Void in
                 let stopwatch = metrics?.stopwatch()
                 let reactable = await box.run(adapters: interceptors, tracer: tracer)
                 executionEnded(id: id, attempt: attempt, reactable: reactable, stopwatch: stopwatch)

@@ -10,8 +10,8 @@ import TaskKitTestSupport
         TaskBox(task: TaskManagerTestTask<Int> { _ in 0 }, timeout: nil, queue: nil, completion: nil) { _, _ in }
     }
 
-    static func idleJob() -> Task<Void, Never> {
-        Task { try? await Task.sleep(for: .seconds(3_600)) }
+    static func idleJob() -> Task<Void, any Error> {
+        Task { () async throws -> Void in try? await Task.sleep(for: .seconds(3_600)) }
     }
 
     @Test func aPublishedExecutionIsCancelled() async {
