@@ -99,9 +99,9 @@ extension KeyedMonoTask {
         case .none:
             break
         case .scheduleDispatch:
-            Task.detached { await self.dispatch(batcher) }
+            Task.detached { () async throws -> Void in await self.dispatch(batcher) }
         case .run(let items):
-            Task.detached { await self.runBatch(items, batcher: batcher) }
+            Task.detached { () async throws -> Void in await self.runBatch(items, batcher: batcher) }
         }
     }
 
@@ -132,7 +132,7 @@ extension KeyedMonoTask {
         let batches = batcher.takeAll()
         guard let last = batches.last else { return }
         for batch in batches.dropLast() {
-            Task.detached { await self.runBatch(batch, batcher: batcher) }
+            Task.detached { () async throws -> Void in await self.runBatch(batch, batcher: batcher) }
         }
         await runBatch(last, batcher: batcher)
     }

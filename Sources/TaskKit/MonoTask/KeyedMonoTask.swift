@@ -510,7 +510,11 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         guard !isTraced else { return startTracedLoad(start, in: state, byCaller: byCaller) }
         let key = start.key
         let generation = start.generation
-        Task.detached { await self.run(key: key, generation: generation, in: state, span: UntracedRun()) }
+        // A throwing operation that throws nothing: a `Task<Void, Never>` wraps its operation in
+        // a thunk, one more allocation per load (as `TaskManager`'s jobs, see `publishExecution`).
+        Task.detached { () async throws -> Void in
+            await self.run(key: key, generation: generation, in: state, span: UntracedRun())
+        }
     }
 
     /// ``startLoad(_:in:byCaller:)`` with a tracer: the load runs in a span.
@@ -520,7 +524,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         let key = start.key
         let generation = start.generation
         let parent = byCaller ? tracer.currentContext() : nil
-        Task.detached {
+        Task.detached { () async throws -> Void in
             await tracer.withInternalSpan("KeyedMonoTask.load", parent: parent) { span in
                 await self.run(key: key, generation: generation, in: state, span: TracedRun(span: span))
             }

@@ -55,7 +55,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     struct State {
         @usableFromInline var machine: Machine
         /// The `Task` of the current run, kept so `clearResult(.cancel)` can cancel it.
-        var runTask: (generation: UInt64, task: Task<Void, Never>)?
+        var runTask: (generation: UInt64, task: Task<Void, any Error>)?
     }
 
     @usableFromInline let state: LockedState<State>
@@ -346,7 +346,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         ongoingExecutionStrategy: OngoingExecutionStrategy = .allowCompletion,
         restartWhenIdle: Bool = false
     ) {
-        let (action, cancelledTask) = state.withLock { state -> (Machine.ClearAction, Task<Void, Never>?) in
+        let (action, cancelledTask) = state.withLock { state -> (Machine.ClearAction, Task<Void, any Error>?) in
             let action = state.machine.clearResult(
                 strategy: ongoingExecutionStrategy, restartWhenIdle: restartWhenIdle
             )
@@ -379,16 +379,18 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     @usableFromInline
     func startRun(_ generation: UInt64, byCaller: Bool = true) {
         logger.debug("MonoTask: run \(generation) starts")
-        let task: Task<Void, Never>
+        // Throwing operations that throw nothing: a `Task<Void, Never>` wraps its operation in a
+        // thunk, one more allocation per run (see `AnyTaskBox.publishExecution`).
+        let task: Task<Void, any Error>
         if let tracer {
             let parent = byCaller ? tracer.currentContext() : nil
-            task = Task.detached {
+            task = Task.detached { () async throws -> Void in
                 await tracer.withInternalSpan("MonoTask.execute", parent: parent) { span in
                     await self.run(generation, span: TracedRun(span: span))
                 }
             }
         } else {
-            task = Task.detached { await self.run(generation, span: UntracedRun()) }
+            task = Task.detached { () async throws -> Void in await self.run(generation, span: UntracedRun()) }
         }
         let stale = state.withLock { state -> Bool in
             guard state.machine.isLive(generation) else { return true }
@@ -471,7 +473,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
 }
 
 extension MonoTask.State {
-    fileprivate mutating func takeRunTask(generation: UInt64) -> Task<Void, Never>? {
+    fileprivate mutating func takeRunTask(generation: UInt64) -> Task<Void, any Error>? {
         guard let runTask, runTask.generation == generation else { return nil }
         self.runTask = nil
         return runTask.task
