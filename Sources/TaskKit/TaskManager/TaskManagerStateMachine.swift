@@ -356,8 +356,8 @@ struct TaskManagerStateMachine<Payload, Job> {
     /// free), it is registered executing as attempt 1 and `execute` is `true`: the owner spawns
     /// the execution and reports it with ``directExecutionFinished(id:)``. Otherwise `execute`
     /// is `false`, and the actions are the ones ``interceptionFinished(id:verdict:)`` returns.
-    mutating func directInterceptionFinished(id: Int, verdict: InterceptVerdict) -> (execute: Bool, actions: ActionList) {
-        var actions = ActionList()
+    /// `nil` actions: none.
+    mutating func directInterceptionFinished(id: Int, verdict: InterceptVerdict) -> (execute: Bool, actions: ActionList?) {
         if verdict.decision == .execute, verdict.releasing.isEmpty, deferredTerminations.isEmpty, readyQueue.isEmpty,
             suspensions == 0, runningCount < maximumRunning, interceptionInProgress
         {
@@ -371,10 +371,16 @@ struct TaskManagerStateMachine<Payload, Job> {
             if started == true {
                 interceptionInProgress = false
                 runningCount += 1
+                // `pump` would start nothing from the ready queue (empty, checked above), only a
+                // queued interception: with none, no action list (`nil`), which the owner would
+                // otherwise build and destroy (~120 instructions) for every task.
+                guard !interceptionQueue.isEmpty else { return (true, nil) }
+                var actions = ActionList()
                 pump(into: &actions)
                 return (true, actions)
             }
         }
+        var actions = ActionList()
         interceptionFinished(id: id, verdict: verdict, into: &actions)
         return (false, actions)
     }

@@ -125,7 +125,7 @@ final class TaskManagerStorage: Sendable {
             let verdict = box.intercept(interceptors, batchCounts: batchCounts)
             if tracesTasks { logger.trace("task intercepted", metadata: ["task": "\(id)", "verdict": "\(verdict.decision)"]) }
             let (execute, actions) = state.withLock { $0.machine.directInterceptionFinished(id: id, verdict: verdict) }
-            if !actions.isEmpty { perform(actions) }
+            if let actions, !actions.isEmpty { perform(actions) }
             return (id, execute)
         }
     }

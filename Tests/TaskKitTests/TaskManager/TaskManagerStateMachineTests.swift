@@ -828,7 +828,7 @@ struct TaskManagerMachineHarness {
             verdict.record(command, from: index, batchCount: machine.batchCount(of: index))
         }
         let (execute, actions) = machine.directInterceptionFinished(id: id, verdict: verdict)
-        return (execute, record(actions))
+        return (execute, record(actions ?? []))
     }
 
     /// Reports the end of a direct task's execution; a delivery it grants counts as outstanding.
