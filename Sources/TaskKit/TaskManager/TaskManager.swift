@@ -46,7 +46,8 @@ public final class TaskManager: Sendable {
     ///     ``Reactor/configuration`` is read once, here.
     ///   - maxConcurrentTasks: the most tasks executing at once; `nil` (the default) for no limit.
     ///   - clock: the clock for `after:` delays, deadlines and reactor timeouts.
-    ///   - logger: receives trace and debug messages; silent by default.
+    ///   - logger: receives trace and debug messages; silent by default. Whether it receives the
+    ///     per-task trace messages is decided from its level when the manager is made.
     ///   - metricsLabel: With a label, the manager reports through the bootstrapped swift-metrics
     ///     `MetricsSystem` with the dimension `("name", metricsLabel)`: `taskkit_taskmanager_tasks`
     ///     (`outcome`: `succeeded`, `failed`, `cancelled`, `timed_out`, `discarded`), the meters
