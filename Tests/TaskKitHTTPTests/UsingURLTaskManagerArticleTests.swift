@@ -188,10 +188,14 @@ struct UsingURLTaskManagerArticleTests {
                 eventLoopGroup: HTTPClient.defaultEventLoopGroup,
                 configuration: AsyncHTTPClientTransport.recommendedConfiguration
             )
+            // The article's deadline is 10 s; here it is one that a sanitizer run on a loaded
+            // machine cannot reach (as the failure table's), so that the test fails as itself:
+            // under ThreadSanitizer, with the suite's other tests in parallel, the refresh and the
+            // request took longer than 10 s once (2026-11-28), a TaskError.timedOut.
             let manager = URLTaskManager(
                 interceptors: [authenticator, HTTPRetryPolicy()],
                 transport: AsyncHTTPClientTransport(client: client),
-                timeout: .seconds(10)
+                timeout: .seconds(120)
             )
             await server.expireAllTokens()
             // The client is shut down whatever the request does: one left to its deinit stops the
