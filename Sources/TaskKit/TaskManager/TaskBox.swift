@@ -234,12 +234,6 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
 
     override var succeeded: Bool { outcome?.succeeded ?? false }
 
-    /// The task as the interceptors left it, for the execution job of
-    /// ``TaskManager/value(of:after:timeout:)``'s direct lane, which reads it after the
-    /// interception ended (the manager's lock orders the two).
-    @usableFromInline
-    var interceptedTask: T { task }
-
     override func run(adapters interceptors: [any Interceptor], tracer: any TaskTracer) async -> Bool {
         await tracer.withInternalSpan(String(describing: T.self), parent: context) { span in
             let reactable = await run(adapters: interceptors)
@@ -308,7 +302,7 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     }
 
     /// The manager and the task's identifier, for the job of the direct lane: written by
-    /// ``TaskManager/spawnDirectExecution(of:box:id:)`` before it spawns the job (creating the
+    /// ``TaskManager/spawnDirectExecution(box:id:)`` before it spawns the job (creating the
     /// Swift task orders the write before every read), read only by that job.
     @usableFromInline @exclusivity(unchecked) var directLane: (storage: TaskManagerStorage, id: Int)?
 
@@ -321,7 +315,7 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     @inlinable
     func executeDirectly() async {
         guard let (storage, id) = directLane else { preconditionFailure("direct lane job without its manager") }
-        let task = interceptedTask
+        let task = self.task  // as the interceptors left it: the manager's lock orders them first
         let result: Result<T.SuccessValue, any Error>
         do {
             for adapter in storage.interceptors {

@@ -122,7 +122,7 @@ public final class TaskManager: Sendable {
             completion, outcome in completion(outcome.result(as: T.SuccessValue.self))
         }
         if startImmediately, (after ?? .zero) == .zero, let (id, execute) = storage.addDirectly(box) {
-            if execute { spawnDirectExecution(of: task, box: box, id: id) }
+            if execute { spawnDirectExecution(box: box, id: id) }
             return TaskHandle(identifier: id, storage: storage)
         }
         return storage.add(box, startImmediately: startImmediately, delay: after)
@@ -146,7 +146,7 @@ public final class TaskManager: Sendable {
         // The caller awaits the box itself: no completion closure, no separate one-shot.
         let box = TaskBox(awaiting: task, timeout: timeout)
         if (after ?? .zero) == .zero, !Task.isCancelled, let (id, execute) = storage.addDirectly(box) {
-            if execute { return try await directValue(of: task, box: box, id: id) }
+            if execute { return try await directValue(box: box, id: id) }
             return try await awaitAnswer(of: box, id: id, start: false)
         }
         // A caller that is cancelled already adds the task unstarted: the cancellation handler
@@ -163,8 +163,8 @@ public final class TaskManager: Sendable {
     /// with no action lists between. Ends as the general way does: a cancellation reaches the
     /// task through the manager.
     @inlinable
-    func directValue<T: ManagedTask>(of task: T, box: TaskBox<T>, id: Int) async throws -> T.SuccessValue {
-        spawnDirectExecution(of: task, box: box, id: id)
+    func directValue<T: ManagedTask>(box: TaskBox<T>, id: Int) async throws -> T.SuccessValue {
+        spawnDirectExecution(box: box, id: id)
         return try await awaitAnswer(of: box, id: id, start: false)
     }
 
@@ -173,7 +173,7 @@ public final class TaskManager: Sendable {
     /// the task, reports the end to the manager, and when the manager grants the delivery hands
     /// the typed result to the caller (``TaskBox/deliverDirectly(_:reportingTo:)``).
     @inlinable
-    func spawnDirectExecution<T: ManagedTask>(of task: T, box: TaskBox<T>, id: Int) {
+    func spawnDirectExecution<T: ManagedTask>(box: TaskBox<T>, id: Int) {
         box.directLane = (storage, id)
         // A throwing operation, though it throws nothing: `Task<Void, Never>` wraps a
         // non-throwing one in a thunk, one more allocation per task (see ``AnyTaskBox/publishExecution(_:)``).
