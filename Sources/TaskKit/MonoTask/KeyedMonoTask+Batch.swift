@@ -195,9 +195,11 @@ extension KeyedMonoTask {
                 duration: .nanoseconds(time.nowNanoseconds() &- started), result: outcome.map { _ in () }
             )
         }
-        var callers = 0
         var found = 0  // asked keys the loader returned
-        let now = time.nowNanoseconds()
+        // Each key's result and cost first, outside every lock (`cost` is user code).
+        var results: [(result: Result<Value, any Error>, cost: Int)] = []
+        results.reserveCapacity(items.count)
+        var touched: UInt64 = 0  // the shards the batch's keys are in (at most 64)
         for item in items {
             let result: Result<Value, any Error>
             switch outcome {
@@ -211,8 +213,10 @@ extension KeyedMonoTask {
             case .failure(let error):
                 result = .failure(error)
             }
-            callers += finishKey(item, result: result, now: now)
+            results.append((result, cost(of: result, for: item.start.key)))
+            touched |= 1 << UInt64(item.shard)
         }
+        let callers = finishKeys(items, results: results, shards: touched, now: time.nowNanoseconds())
         span.finished(outcome, callers: callers)
         // Keys returned without being asked, if more came back than the asked keys found.
         guard case .success(let values) = outcome, values.count > found - (items.count - keys.count) else { return }
@@ -222,19 +226,44 @@ extension KeyedMonoTask {
         }
     }
 
-    /// Ends the load of one key of a batch with `result` at `now`; returns how many callers it served.
+    /// Ends the loads of a batch's keys, `items[i]` with `results[i]` at `now`, one shard at a
+    /// time (`touched`: a bit for each shard holding some of them): each shard's keys in one
+    /// critical section, then their deliveries after it. Returns how many callers they served.
     @inlinable
-    func finishKey(_ item: Batcher.Item, result: Result<Value, any Error>, now: Int64) -> Int {
-        let valueCost = cost(of: result, for: item.start.key)
-        let action = shards.withLock(item.shard) { [valueCost] in
-            $0.attemptFinished(generation: item.start.generation, result: result, cost: valueCost, now: now)
+    func finishKeys(
+        _ items: [Batcher.Item], results: [(result: Result<Value, any Error>, cost: Int)], shards touched: UInt64,
+        now: Int64
+    ) -> Int {
+        var callers = 0
+        var left = touched
+        var ended: [Machine.AttemptFinishedAction] = []
+        ended.reserveCapacity(items.count)
+        while left != 0 {
+            let shard = left.trailingZeroBitCount
+            left &= left &- 1
+            // Last key first: `popLast` below then moves the actions out in the batch's order
+            // (iterating the array would copy each action, and destroy it again: ~700
+            // instructions a key, through the enum's outlined copy).
+            shards.withLock(shard) { machine in
+                for index in items.indices.reversed() where items[index].shard == shard {
+                    let (result, cost) = results[index]
+                    ended.append(
+                        machine.attemptFinished(
+                            generation: items[index].start.generation, result: result, cost: cost, now: now
+                        )
+                    )
+                }
+            }
+            while let action = ended.popLast() {
+                guard case .finish(let waiters, let result, let next, let released) = consume action else {
+                    // The machine of a batch-loading cache never retries one key.
+                    preconditionFailure("KeyedMonoTask: a key of a batch was scheduled for a retry")
+                }
+                finish(waiters: waiters, result: result, next: next, released: released, in: shard)
+                callers += waiters.count
+            }
         }
-        guard case .finish(let waiters, let result, let next, let released) = consume action else {
-            // The machine of a batch-loading cache never retries one key.
-            preconditionFailure("KeyedMonoTask: a key of a batch was scheduled for a retry")
-        }
-        finish(waiters: waiters, result: result, next: next, released: released, in: item.shard)
-        return waiters.count
+        return callers
     }
 
     /// Caches `value`, which a batch returned for `key` without being asked.

@@ -379,26 +379,29 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         if case .failure = result { counters.recordFailure() }
         var next: StartLoad?
         if load.attached {
-            let slot = table.buckets[table.findBucket(load.key, hash: load.hash)!]!.slot
+            // The node is read and written in its bucket, in place: `table[slot]` copies the
+            // whole node at each access.
+            let bucket = table.findBucket(load.key, hash: load.hash)!
+            let slot = table.buckets[bucket]!.slot
             assert(table.load(of: slot) == finished, "an attached load names its entry")
             if case .success(let value) = result, configuration.keepsResults {
-                if let old = table[slot].value { released.values.append(old) }
+                if let old = table.buckets[bucket]!.value.take() { released.values.append(old) }
                 if let maximumCost = configuration.maximumCost, cost > maximumCost {
                     // Too costly to keep at all: delivered, not cached (nor the older value).
-                    table[slot].value = nil
                     table.setCost(slot, 0)
                 } else {
-                    table[slot].value = value
-                    table[slot].storedAt = now
+                    table.buckets[bucket]!.value = value
+                    table.buckets[bucket]!.storedAt = now
                     table.setCost(slot, cost)
                 }
             }
-            let node = table[slot]
             if let followUp = load.followUp {
                 let generation = beginLoad(key: load.key, hash: load.hash, waiters: followUp)
                 table.replaceLoad(slot, with: generation)
                 next = startLoad(key: load.key, generation: generation)
-            } else if node.value != nil, freshness(storedAt: node.storedAt, now: now) != .unusable {
+            } else if table.buckets[bucket]!.value != nil,
+                freshness(storedAt: table.buckets[bucket]!.storedAt, now: now) != .unusable
+            {
                 table.endLoad(slot)
                 // Restore the bounds, never evicting this result.
                 restoreBounds(keepingHead: true, &released)
@@ -561,15 +564,16 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     mutating func beginLoad(key: Key, hash: UInt32, waiters: [WaiterEntry]) -> Generation {
         loadsBegun &+= 1
         counters.recordLoad()
-        let load = Load(key: key, hash: hash, waiters: waiters)
+        // The load is made where it is stored: a local stored then was copied (an outlined
+        // copy and destroy of the whole load, ~120 instructions a load).
         let slot: Int
         if let free = freeLoadSlots.popLast() {
             slot = Int(free)
-            loadSlots[slot] = load
+            loadSlots[slot] = Load(key: key, hash: hash, waiters: waiters)
         } else {
             precondition(loadSlots.count < Int(Int32.max), "KeyedMonoTask: more than \(Int32.max) loads in flight")
             slot = loadSlots.count
-            loadSlots.append(load)
+            loadSlots.append(Load(key: key, hash: hash, waiters: waiters))
         }
         loadsInFlight += 1
         let sequence = loadsBegun % 0x7FFF_FFFF + 1
