@@ -20,7 +20,10 @@ import Synchronization
 /// their own protocol, described at ``TaskBox/awaitValue()``), once the machine granted the
 /// delivery.
 /// `executionJob` follows its own protocol, described at ``publishExecution(_:)``. `context` is
-/// written once, before the box is shared. Everything else is `let` or atomic.
+/// written once, before the box is shared. `nextRetired` is written under the manager's lock
+/// while the box is in the manager's list of retired boxes, and after that only by the one
+/// thread that took the list out (``TaskManagerStorage/deliveryReturned(retiring:)``).
+/// Everything else is `let` or atomic.
 ///
 /// Because each of these protocols orders every access to its field, no two accesses overlap,
 /// and the mutable fields are `@exclusivity(unchecked)`: Swift's dynamic exclusivity check of a
@@ -35,6 +38,9 @@ class AnyTaskBox: @unchecked Sendable {
     private static var cancelled: UInt8 { 2 }
 
     private let executionState = Atomic<UInt8>(0)
+    /// The next box in the manager's list of retired boxes (see
+    /// ``TaskManagerStorage/deliveryReturned(retiring:)``).
+    @exclusivity(unchecked) final var nextRetired: AnyTaskBox?
     /// The Swift task running the current execution; see ``publishExecution(_:)``.
     @exclusivity(unchecked) private var executionJob: Task<Void, any Error>?
 
@@ -303,7 +309,7 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
 
     /// The manager and the task's identifier, for the job of the direct lane: written by
     /// ``TaskManager/spawnDirectExecution(box:id:)`` before it spawns the job (creating the
-    /// Swift task orders the write before every read), read only by that job.
+    /// Swift task orders the write before every read), read and cleared only by that job.
     @usableFromInline @exclusivity(unchecked) var directLane: (storage: TaskManagerStorage, id: Int)?
 
     /// The job of the direct lane (``TaskManager/value(of:after:timeout:)``,
@@ -315,6 +321,8 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     @inlinable
     func executeDirectly() async {
         guard let (storage, id) = directLane else { preconditionFailure("direct lane job without its manager") }
+        // The box outlives the job in the manager's list of retired boxes: it must not hold the manager.
+        directLane = nil
         let task = self.task  // as the interceptors left it: the manager's lock orders them first
         let result: Result<T.SuccessValue, any Error>
         do {
@@ -339,17 +347,17 @@ final class TaskBox<T: ManagedTask>: AnyTaskBox, @unchecked Sendable {
     func deliverDirectly(_ result: Result<T.SuccessValue, any Error>, reportingTo storage: TaskManagerStorage) {
         if awaited {
             answerAwaiter(with: result)
-            return storage.deliveryReturned()
+            return storage.deliveryReturned(retiring: self)
         }
-        guard let completion else { return storage.deliveryReturned() }
+        guard let completion else { return storage.deliveryReturned(retiring: self) }
         if let queue {
             queue.async {
                 completion(result)
-                storage.deliveryReturned()
+                storage.deliveryReturned(retiring: self)
             }
         } else {
             completion(result)
-            storage.deliveryReturned()
+            storage.deliveryReturned(retiring: self)
         }
     }
 

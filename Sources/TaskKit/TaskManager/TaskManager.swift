@@ -19,6 +19,11 @@ import Logging
 ///    reactions run (or are joined), after which the task runs again (requeue) or delivers.
 /// 5. **Completion**: the caller's completion is called once, on `completeOn` if given, never
 ///    under a lock.
+/// 6. **Release**: once the completion returned, the manager lets go of the task and the
+///    completion (their `deinit`s run): at once when it has nothing else to run; while other
+///    tasks run, it may keep up to 128 finished ones until the next add, which releases them on
+///    the adding thread (where they were allocated: on Linux, glibc's malloc frees memory much
+///    faster there).
 ///
 /// Cancelling (``TaskHandle/cancel()``), a passed deadline, a `discard`, or the failure of a
 /// reactor that requeued the task end it at any step: ``ManagedTask/didCancel(with:)`` runs,

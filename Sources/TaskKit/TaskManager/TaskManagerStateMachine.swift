@@ -272,6 +272,10 @@ struct TaskManagerStateMachine<Payload, Job> {
     /// How many `waitTillAllTasksFinished` waiters are stored.
     var waiterCount: Int { waiters.count }
 
+    /// Whether no started task is unfinished and no completion is running: what
+    /// `waitTillAllTasksFinished` waits for.
+    var isSettled: Bool { activeCount == 0 && deliveriesInFlight == 0 }
+
     /// Whether every queue, batch and record is empty (nothing registered at all).
     var isIdle: Bool {
         entries.isEmpty && schedules.isEmpty && delayTimers.isEmpty && deferredTerminations.isEmpty
@@ -559,7 +563,7 @@ struct TaskManagerStateMachine<Payload, Job> {
     /// Adds waiter `waiter`; returns `true` when no started task is unfinished and no completion
     /// is running (resume it now, it was not stored).
     mutating func addWaiter(_ waiter: Int) -> Bool {
-        if activeCount == 0 && deliveriesInFlight == 0 { return true }
+        if isSettled { return true }
         waiters.append(waiter)
         return false
     }

@@ -16,7 +16,33 @@ final class TaskManagerStorage: Sendable {
         var reportedQueued = 0
         /// Set by ``shutDown(gracePeriod:)``: new tasks are refused.
         var shuttingDown = false
+        /// The boxes of direct-lane tasks whose delivery returned, newest first, linked through
+        /// ``AnyTaskBox/nextRetired``, and how many: released by the next ``addDirectly(_:)``
+        /// (see ``deliveryReturned(retiring:)``).
+        var retired: AnyTaskBox?
+        var retiredCount = 0
+
+        /// Adds `box` to the retired boxes; returns the whole list, taken, for the caller to
+        /// release after unlocking, when the manager is settled (nothing would come to take it
+        /// soon) or the list reached ``TaskManagerStorage/retiredLimit``.
+        mutating func retire(_ box: AnyTaskBox) -> AnyTaskBox? {
+            box.nextRetired = retired.take()
+            retired = box
+            retiredCount += 1
+            guard machine.isSettled || retiredCount >= TaskManagerStorage.retiredLimit else { return nil }
+            return takeRetired()
+        }
+
+        /// Takes the retired boxes (the caller releases them after unlocking).
+        mutating func takeRetired() -> AnyTaskBox? {
+            retiredCount = 0
+            return retired.take()
+        }
     }
+
+    /// The most retired boxes the manager keeps for the next add before a job that retires one
+    /// releases them itself.
+    static var retiredLimit: Int { 128 }
 
     private let state: LockedState<State>
     @usableFromInline let interceptors: [any Interceptor]
@@ -109,16 +135,22 @@ final class TaskManagerStorage: Sendable {
             return nil
         case .executing:
             let timeout = box.effectiveTimeout
+            var retired: AnyTaskBox?
+            defer { Self.release(retired) }
             guard let (id, deadline) = state.withLock({ state -> (Int, Duration?)? in
-                state.shuttingDown ? nil : state.machine.addExecuting(payload: box, timeout: timeout)
+                if state.retired != nil { retired = state.takeRetired() }
+                return state.shuttingDown ? nil : state.machine.addExecuting(payload: box, timeout: timeout)
             }) else { return nil }
             if tracesTasks { logger.trace("task added", metadata: ["task": "\(id)"]) }
             if let deadline { perform([.startTimer(id: id, kind: .deadline, duration: deadline)]) }
             return (id, true)
         case .intercepting:
             let timeout = box.effectiveTimeout
+            var retired: AnyTaskBox?
+            defer { Self.release(retired) }
             guard let (id, batchCounts, deadline) = state.withLock({ state -> (Int, [Int], Duration?)? in
-                state.shuttingDown ? nil : state.machine.addIntercepting(payload: box, timeout: timeout)
+                if state.retired != nil { retired = state.takeRetired() }
+                return state.shuttingDown ? nil : state.machine.addIntercepting(payload: box, timeout: timeout)
             }) else { return nil }
             if tracesTasks { logger.trace("task added", metadata: ["task": "\(id)"]) }
             if let deadline { perform([.startTimer(id: id, kind: .deadline, duration: deadline)]) }
@@ -180,14 +212,41 @@ final class TaskManagerStorage: Sendable {
 
     /// A completion returned: the machine counts it, under the lock, so a
     /// `waitTillAllTasksFinished` waiter resumes only after the last completion.
+    ///
+    /// A direct-lane job passes its box as `retiring`: the box (with the user's task and
+    /// completion) is then released by the next ``addDirectly(_:)``, on the adding thread,
+    /// rather than by this job. Most of a task's memory (the box, the task, the completion, the
+    /// job) is allocated by the thread that adds it; glibc's malloc frees a chunk much faster on
+    /// that thread than on another, where the two threads meet in the arena's lock (figures:
+    /// `Benchmarks/NOTES.md`, issue 37). A settled manager (nothing running, no completion in flight), or
+    /// one holding ``retiredLimit`` boxes, has the job release them at once, so a finished
+    /// task's `deinit` waits for at most that many others and never for a manager left idle.
     @usableFromInline
-    func deliveryReturned() {
+    func deliveryReturned(retiring box: AnyTaskBox? = nil) {
         // The `resumeWaiters` action's work, done in the same critical section.
+        var released: AnyTaskBox?
         let continuations = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             let done = state.machine.deliveryReturned()
+            if let box { released = state.retire(box) }
             return done.isEmpty ? [] : done.compactMap { state.waiters.removeValue(forKey: $0) }
         }
+        Self.release(released)
         for continuation in continuations { continuation.resume() }
+    }
+
+    /// Releases a list of retired boxes (``State/takeRetired()``) one box at a time: released
+    /// from its head, a list would release each box from its predecessor's `deinit`, one stack
+    /// frame deeper per box. Never under the lock: a box's `deinit` releases user objects.
+    private static func release(_ list: AnyTaskBox?) {
+        var next = list
+        while let box = next {
+            next = box.nextRetired.take()
+        }
+    }
+
+    /// How many retired boxes wait for the next add (tests).
+    var retiredCount: Int {
+        state.withLock { $0.retiredCount }
     }
 
     var isShuttingDown: Bool {

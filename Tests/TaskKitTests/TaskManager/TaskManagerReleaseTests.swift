@@ -1,0 +1,132 @@
+import Testing
+@testable import TaskKit
+import TaskKitTestSupport
+
+/// When the manager lets go of a finished task: a direct-lane task's box (with the task and its
+/// completion) is released by the next add, on the adding thread, or by the job that finishes
+/// it when the manager is settled or ``TaskManagerStorage/retiredLimit`` boxes wait. Never
+/// later: a settled manager holds no finished task.
+@Suite struct TaskManagerReleaseTests {
+    /// Counts its `deinit` at `released`; `execute` runs `body` first.
+    final class CountedTask: ManagedTask {
+        typealias SuccessValue = Int
+        let value: Int
+        let released: TestGate
+        let body: (@Sendable () async -> Void)?
+
+        init(_ value: Int, released: TestGate, body: (@Sendable () async -> Void)? = nil) {
+            self.value = value
+            self.released = released
+            self.body = body
+        }
+
+        func execute() async throws -> Int {
+            await body?()
+            return value
+        }
+
+        deinit { released.arrive() }
+    }
+
+    struct PassThrough: Interceptor {
+        func intercept<T: ManagedTask>(task: inout T, currentBatchCount: Int) -> InterceptCommand { .execute }
+    }
+
+    static func manager(intercepting: Bool) -> TaskManager {
+        intercepting ? TaskManager(interceptors: [PassThrough()]) : TaskManager()
+    }
+
+    @Test(arguments: [false, true])
+    func aSettledManagerHoldsNoFinishedTask(intercepting: Bool) async throws {
+        let manager = Self.manager(intercepting: intercepting)
+        let released = TestGate()
+        for index in 0..<20 { manager.add(task: CountedTask(index, released: released)) }
+        #expect(try await manager.value(of: CountedTask(20, released: released)) == 20)
+        await manager.waitTillAllTasksFinished()
+        await released.waitForArrivals(21)
+        #expect(manager.storage.retiredCount == 0)
+    }
+
+    @Test(arguments: [false, true])
+    func aBusyManagerReleasesFinishedTasksAtTheNextAddOrAtTheLimit(intercepting: Bool) async throws {
+        let manager = Self.manager(intercepting: intercepting)
+        let limit = TaskManagerStorage.retiredLimit
+        let count = 2 * limit + 10
+        // A held task keeps the manager from settling.
+        let hold = TestGate()
+        let heldReleased = TestGate()
+        manager.add(task: CountedTask(-1, released: heldReleased) { await hold.wait(within: .seconds(120)) })
+        // `count` tasks that finish together, after the last of them was added: no add comes
+        // between their ends.
+        let go = TestGate()
+        let released = TestGate()
+        let started = TestGate()
+        for index in 0..<count {
+            manager.add(task: CountedTask(index, released: released) {
+                started.arrive()
+                await go.wait(within: .seconds(120))
+            })
+        }
+        await started.waitForArrivals(count)
+        go.open()
+        // The jobs release the boxes in lists of `limit`; the rest wait for an add.
+        await released.waitForArrivals(2 * limit)
+        try await waitUntil { manager.storage.retiredCount == count - 2 * limit }
+        #expect(released.arrivals == 2 * limit)
+        // The next add releases them.
+        let late = TestGate()
+        #expect(try await manager.value(of: CountedTask(count, released: late)) == count)
+        await released.waitForArrivals(count)
+        // Settling releases the rest.
+        hold.open()
+        await manager.waitTillAllTasksFinished()
+        await heldReleased.waitForArrivals(1)
+        await late.waitForArrivals(1)
+        #expect(manager.storage.retiredCount == 0)
+    }
+
+    @Test func everyTaskIsReleasedUnderConcurrentAddsAndDeliveries() async throws {
+        let manager = Self.manager(intercepting: true)
+        let released = TestGate()
+        let adders = 8
+        let perAdder = 400
+        let sum = LockedState(0)
+        await withTaskGroup(of: Void.self) { group in
+            for adder in 0..<adders {
+                group.addTask {
+                    for index in 0..<perAdder {
+                        let value = adder * perAdder + index
+                        if index.isMultiple(of: 4) {
+                            let result = try? await manager.value(of: CountedTask(value, released: released))
+                            sum.withLock { $0 += result ?? 0 }
+                        } else {
+                            manager.add(task: CountedTask(value, released: released)) { result in
+                                if case .success(let value) = result { sum.withLock { $0 += value } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        await manager.waitTillAllTasksFinished()
+        let total = adders * perAdder
+        #expect(sum.withLock { $0 } == total * (total - 1) / 2)
+        await released.waitForArrivals(total, within: .seconds(120))
+        #expect(manager.storage.retiredCount == 0)
+    }
+
+    /// Polls `condition` until it holds; records an issue after `limit`.
+    func waitUntil(
+        within limit: Duration = .seconds(60), sourceLocation: SourceLocation = #_sourceLocation,
+        _ condition: () -> Bool
+    ) async throws {
+        let deadline = ContinuousClock.now + limit
+        while !condition() {
+            guard ContinuousClock.now < deadline else {
+                Issue.record("condition still false after \(limit)", sourceLocation: sourceLocation)
+                return
+            }
+            try await Task.sleep(for: .milliseconds(1))
+        }
+    }
+}
