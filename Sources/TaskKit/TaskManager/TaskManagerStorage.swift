@@ -16,9 +16,9 @@ final class TaskManagerStorage: Sendable {
         var reportedQueued = 0
         /// Set by ``shutDown(gracePeriod:)``: new tasks are refused.
         var shuttingDown = false
-        /// The boxes of direct-lane tasks whose delivery returned, newest first, linked through
-        /// ``AnyTaskBox/nextRetired``, and how many: released by the next ``addDirectly(_:)``
-        /// (see ``deliveryReturned(retiring:)``).
+        /// The boxes of tasks whose delivery returned, newest first, linked through
+        /// ``AnyTaskBox/nextRetired``, and how many: released by the next add (see
+        /// ``deliveryReturned(retiring:)``).
         var retired: AnyTaskBox?
         var retiredCount = 0
 
@@ -40,8 +40,8 @@ final class TaskManagerStorage: Sendable {
         }
     }
 
-    /// The most retired boxes the manager keeps for the next add before a job that retires one
-    /// releases them itself.
+    /// The most retired boxes the manager keeps for the next add before the delivery that
+    /// retires one releases them itself.
     static var retiredLimit: Int { 128 }
 
     private let state: LockedState<State>
@@ -97,7 +97,10 @@ final class TaskManagerStorage: Sendable {
         if let tracer { box.context = tracer.currentContext() }
         let timeout = box.effectiveTimeout
         // Identifier 0 (never a task's): refused.
+        var retired: AnyTaskBox?
+        defer { Self.release(retired) }
         let (id, actions) = state.withLock { state -> (id: Int, actions: Machine.ActionList) in
+            if state.retired != nil { retired = state.takeRetired() }
             if state.shuttingDown { return (0, []) }
             return state.machine.add(payload: box, startImmediately: startImmediately, delay: delay, timeout: timeout)
         }
@@ -213,13 +216,13 @@ final class TaskManagerStorage: Sendable {
     /// A completion returned: the machine counts it, under the lock, so a
     /// `waitTillAllTasksFinished` waiter resumes only after the last completion.
     ///
-    /// A direct-lane job passes its box as `retiring`: the box (with the user's task and
-    /// completion) is then released by the next ``addDirectly(_:)``, on the adding thread,
-    /// rather than by this job. Most of a task's memory (the box, the task, the completion, the
+    /// A delivery passes its box as `retiring` (every delivery does): the box (with the user's
+    /// task and completion) is then released by the next add (``add(_:startImmediately:delay:)``
+    /// or ``addDirectly(_:)``), on the adding thread, rather than by the delivering thread. Most of a task's memory (the box, the task, the completion, the
     /// job) is allocated by the thread that adds it; glibc's malloc frees a chunk much faster on
     /// that thread than on another, where the two threads meet in the arena's lock (figures:
     /// `Benchmarks/NOTES.md`, issue 37). A settled manager (nothing running, no completion in flight), or
-    /// one holding ``retiredLimit`` boxes, has the job release them at once, so a finished
+    /// one holding ``retiredLimit`` boxes, has the delivery release them at once, so a finished
     /// task's `deinit` waits for at most that many others and never for a manager left idle.
     @usableFromInline
     func deliveryReturned(retiring box: AnyTaskBox? = nil) {
@@ -362,13 +365,13 @@ final class TaskManagerStorage: Sendable {
 
         case .deliver(let box):
             if let metrics { (box.succeeded ? metrics.succeeded : metrics.failed).increment() }
-            box.deliverResult { [self] in deliveryReturned() }
+            box.deliverResult { [self] in deliveryReturned(retiring: box) }
 
         case .terminate(let box, let reason):
             let error = taskError(for: reason)
             logger.debug("task ended", metadata: ["error": "\(error)"])
             if let metrics { metrics.counter(for: reason).increment() }
-            box.terminate(with: error) { [self] in deliveryReturned() }
+            box.terminate(with: error) { [self] in deliveryReturned(retiring: box) }
 
         case .startReaction(let index, let generation):
             startReaction(index, generation: generation)

@@ -2,10 +2,11 @@ import Testing
 @testable import TaskKit
 import TaskKitTestSupport
 
-/// When the manager lets go of a finished task: a direct-lane task's box (with the task and its
-/// completion) is released by the next add, on the adding thread, or by the job that finishes
-/// it when the manager is settled or ``TaskManagerStorage/retiredLimit`` boxes wait. Never
-/// later: a settled manager holds no finished task.
+/// When the manager lets go of a finished task: its box (with the task and its completion) is
+/// released by the next add, on the adding thread, or by the delivery that finishes it when the
+/// manager is settled or ``TaskManagerStorage/retiredLimit`` boxes wait. Never later: a settled
+/// manager holds no finished task. On every lane: the direct one without and with interceptors,
+/// and the general one (a manager with a reactor).
 @Suite struct TaskManagerReleaseTests {
     /// Counts its `deinit` at `released`; `execute` runs `body` first.
     final class CountedTask: ManagedTask {
@@ -32,13 +33,30 @@ import TaskKitTestSupport
         func intercept<T: ManagedTask>(task: inout T, currentBatchCount: Int) -> InterceptCommand { .execute }
     }
 
-    static func manager(intercepting: Bool) -> TaskManager {
-        intercepting ? TaskManager(interceptors: [PassThrough()]) : TaskManager()
+    /// A reactor that never reacts: its manager takes the general lane.
+    struct NeverReacts: Reactor {
+        func shouldExecute<T: ManagedTask>(
+            after result: Result<T.SuccessValue, any Error>, from task: T, with handle: TaskHandle
+        ) -> Bool { false }
+        func execute() async throws {}
     }
 
-    @Test(arguments: [false, true])
-    func aSettledManagerHoldsNoFinishedTask(intercepting: Bool) async throws {
-        let manager = Self.manager(intercepting: intercepting)
+    enum Lane: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        case direct, intercepting, general
+        var testDescription: String { rawValue }
+    }
+
+    static func manager(_ lane: Lane) -> TaskManager {
+        switch lane {
+        case .direct: TaskManager()
+        case .intercepting: TaskManager(interceptors: [PassThrough()])
+        case .general: TaskManager(interceptors: [PassThrough()], reactors: [NeverReacts()])
+        }
+    }
+
+    @Test(arguments: Lane.allCases)
+    func aSettledManagerHoldsNoFinishedTask(lane: Lane) async throws {
+        let manager = Self.manager(lane)
         let released = TestGate()
         for index in 0..<20 { manager.add(task: CountedTask(index, released: released)) }
         #expect(try await manager.value(of: CountedTask(20, released: released)) == 20)
@@ -47,9 +65,9 @@ import TaskKitTestSupport
         #expect(manager.storage.retiredCount == 0)
     }
 
-    @Test(arguments: [false, true])
-    func aBusyManagerReleasesFinishedTasksAtTheNextAddOrAtTheLimit(intercepting: Bool) async throws {
-        let manager = Self.manager(intercepting: intercepting)
+    @Test(arguments: Lane.allCases)
+    func aBusyManagerReleasesFinishedTasksAtTheNextAddOrAtTheLimit(lane: Lane) async throws {
+        let manager = Self.manager(lane)
         let limit = TaskManagerStorage.retiredLimit
         let count = 2 * limit + 10
         // A held task keeps the manager from settling.
@@ -85,8 +103,9 @@ import TaskKitTestSupport
         #expect(manager.storage.retiredCount == 0)
     }
 
-    @Test func everyTaskIsReleasedUnderConcurrentAddsAndDeliveries() async throws {
-        let manager = Self.manager(intercepting: true)
+    @Test(arguments: [Lane.intercepting, .general])
+    func everyTaskIsReleasedUnderConcurrentAddsAndDeliveries(lane: Lane) async throws {
+        let manager = Self.manager(lane)
         let released = TestGate()
         let adders = 8
         let perAdder = 400
