@@ -33,8 +33,10 @@ final class TaskManagerStorage: Sendable {
             return takeRetired()
         }
 
-        /// Takes the retired boxes (the caller releases them after unlocking).
+        /// Takes the retired boxes, if any (the caller releases them after unlocking); writes
+        /// nothing when there are none.
         mutating func takeRetired() -> AnyTaskBox? {
+            guard retired != nil else { return nil }
             retiredCount = 0
             return retired.take()
         }
@@ -100,7 +102,7 @@ final class TaskManagerStorage: Sendable {
         var retired: AnyTaskBox?
         defer { Self.release(retired) }
         let (id, actions) = state.withLock { state -> (id: Int, actions: Machine.ActionList) in
-            if state.retired != nil { retired = state.takeRetired() }
+            retired = state.takeRetired()
             if state.shuttingDown { return (0, []) }
             return state.machine.add(payload: box, startImmediately: startImmediately, delay: delay, timeout: timeout)
         }
@@ -141,7 +143,7 @@ final class TaskManagerStorage: Sendable {
             var retired: AnyTaskBox?
             defer { Self.release(retired) }
             guard let (id, deadline) = state.withLock({ state -> (Int, Duration?)? in
-                if state.retired != nil { retired = state.takeRetired() }
+                retired = state.takeRetired()
                 return state.shuttingDown ? nil : state.machine.addExecuting(payload: box, timeout: timeout)
             }) else { return nil }
             if tracesTasks { logger.trace("task added", metadata: ["task": "\(id)"]) }
@@ -152,7 +154,7 @@ final class TaskManagerStorage: Sendable {
             var retired: AnyTaskBox?
             defer { Self.release(retired) }
             guard let (id, batchCounts, deadline) = state.withLock({ state -> (Int, [Int], Duration?)? in
-                if state.retired != nil { retired = state.takeRetired() }
+                retired = state.takeRetired()
                 return state.shuttingDown ? nil : state.machine.addIntercepting(payload: box, timeout: timeout)
             }) else { return nil }
             if tracesTasks { logger.trace("task added", metadata: ["task": "\(id)"]) }
