@@ -5,8 +5,7 @@ import Testing
 /// The one polling wait of TaskKit's tests, for a *state* (of a component, a server, a process),
 /// never for a time. A condition still false after `limit` of real time records a test issue
 /// naming `what` and returns `false`: a failing wait fails its test instead of hanging CI. The
-/// default limit is long enough for a ThreadSanitizer run on a loaded 2-core machine; it only
-/// matters when a test is broken.
+/// default limit is ``TestDeadline/standard``; it only matters when a test is broken.
 ///
 /// Between checks it yields, and every 64th check sleeps a millisecond (kind to a loaded
 /// machine); with `interval`, it sleeps that long between checks instead (for a condition that
@@ -15,7 +14,7 @@ import Testing
 @discardableResult
 public func eventually(
     _ what: String = "",
-    within limit: Duration = .seconds(30),
+    within limit: Duration = TestDeadline.standard,
     pollingEvery interval: Duration? = nil,
     sourceLocation: SourceLocation = #_sourceLocation,
     isolation: isolated (any Actor)? = #isolation,

@@ -6,7 +6,7 @@ extension ManualClock {
     /// time it records an issue of the current test (if there is one) and returns. Returns at
     /// once, without an issue, when the calling task is cancelled.
     public func waitForSleepers(
-        count: Int = 1, within limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation
+        count: Int = 1, within limit: Duration = TestDeadline.standard, sourceLocation: SourceLocation = #_sourceLocation
     ) async {
         do {
             try await waitForSleepers(count: count, timeout: limit)

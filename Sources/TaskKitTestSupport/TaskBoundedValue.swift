@@ -17,8 +17,8 @@ extension Task {
     /// the code under test, say), this records an issue and throws ``TaskDeadlineExceeded``, so
     /// the test fails instead of hanging CI. Awaiting `value` itself ignores the awaiting task's
     /// cancellation, so Swift Testing's `.timeLimit` alone could not end such a wait. The task is
-    /// left running. The default limit is long enough for a ThreadSanitizer run on a loaded
-    /// 2-core machine; it only matters when a test is broken.
+    /// left running. The default limit is ``TestDeadline/standard``; it only matters when a test
+    /// is broken.
     ///
     /// - Parameters:
     ///   - limit: How long to wait, in real time.
@@ -26,7 +26,7 @@ extension Task {
     /// - Returns: The task's value.
     /// - Throws: The task's error, or ``TaskDeadlineExceeded``.
     public func boundedValue(
-        within limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation
+        within limit: Duration = TestDeadline.standard, sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> Success {
         // Whoever takes the continuation first resumes it: the task's end or the deadline.
         let slot = LockedState<CheckedContinuation<Result<Success, any Error>, Never>?>(nil)

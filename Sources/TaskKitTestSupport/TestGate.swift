@@ -7,7 +7,7 @@ import Testing
 /// It is also the counting wait of the tests: ``arrive()`` counts an event without waiting, and
 /// ``waitForArrivals(_:within:sourceLocation:)`` waits for a number of events.
 ///
-/// Every wait has a deadline of real time (30 seconds unless told): a wait still suspended then
+/// Every wait has a deadline of real time (``TestDeadline/standard`` unless told): a wait still suspended then
 /// returns, and records a test issue when it runs on behalf of a test, so a broken test fails
 /// instead of hanging CI (a ``wait(within:sourceLocation:)`` ignores the task's cancellation, so
 /// Swift Testing's `.timeLimit` alone could not end it). A wait in a detached task (a component's
@@ -83,14 +83,14 @@ public final class TestGate: Sendable {
 
     /// Suspends until the gate opens, ignoring the task's cancellation; after `limit` of real
     /// time it records an issue and returns.
-    public func wait(within limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation) async {
+    public func wait(within limit: Duration = TestDeadline.standard, sourceLocation: SourceLocation = #_sourceLocation) async {
         let opened = await suspend(within: limit, cancellable: false, arrivals: nil)
         if !opened { Self.record("TestGate: still closed after \(limit)", sourceLocation) }
     }
 
     /// Suspends until the gate opens or the calling task is cancelled, whichever comes first;
     /// after `limit` of real time it records an issue and returns.
-    public func waitOrCancel(within limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation) async {
+    public func waitOrCancel(within limit: Duration = TestDeadline.standard, sourceLocation: SourceLocation = #_sourceLocation) async {
         let opened = await suspend(within: limit, cancellable: true, arrivals: nil)
         if !opened { Self.record("TestGate: still closed after \(limit)", sourceLocation) }
     }
@@ -98,7 +98,7 @@ public final class TestGate: Sendable {
     /// Suspends until at least `count` waits and ``arrive()`` calls have arrived at the gate (in
     /// total); after `limit` of real time it records an issue and returns.
     public func waitForArrivals(
-        _ count: Int, within limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation
+        _ count: Int, within limit: Duration = TestDeadline.standard, sourceLocation: SourceLocation = #_sourceLocation
     ) async {
         let arrived = await suspend(within: limit, cancellable: false, arrivals: count)
         if !arrived { Self.record("TestGate: \(arrivals) of \(count) arrivals after \(limit)", sourceLocation) }

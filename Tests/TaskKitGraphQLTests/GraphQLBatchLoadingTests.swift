@@ -149,7 +149,7 @@ struct GraphQLBatchLoadingTests {
         let store = CountingUserStore()
         let api = UnbatchedUsersAPI()
         let result = try await Task { try await api.execute(request: usersAndFriends, context: Context(store: store)) }
-            .boundedValue(within: .seconds(30))
+            .boundedValue()
         #expect(result.errors.isEmpty, "\(result.errors)")
         return (try GraphQLResultJSON(JSONEncoder().encode(result)), store)
     }
@@ -161,7 +161,7 @@ struct GraphQLBatchLoadingTests {
     ) async throws -> (json: GraphQLResultJSON, store: CountingUserStore) {
         let store = CountingUserStore()
         let data = try await Task(priority: priority) { try await respond(to: usersAndFriends, store: store) }
-            .boundedValue(within: .seconds(30))
+            .boundedValue()
         return (try GraphQLResultJSON(data), store)
     }
 

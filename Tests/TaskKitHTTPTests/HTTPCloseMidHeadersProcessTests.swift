@@ -59,7 +59,7 @@ struct HTTPCloseMidHeadersProcessTests {
         process.standardOutput = handle
         process.standardError = handle
         try process.run()
-        let exited = await eventually("taskkit-http-probe exits", within: .seconds(60), pollingEvery: .milliseconds(20)) {
+        let exited = await eventually("taskkit-http-probe exits", within: TestDeadline.scaled(.seconds(60)), pollingEvery: .milliseconds(20)) {
             !process.isRunning
         }
         if !exited { process.terminate() }

@@ -89,7 +89,7 @@ struct PostgresSingleFlightTests {
 
         let holder = try await PostgresTestServer.withClient { client -> Int32? in
             let holder = Counter()
-            try await eventually("a worker started the load", within: .seconds(20), pollingEvery: .milliseconds(20)) {
+            try await eventually("a worker started the load", within: TestDeadline.scaled(.seconds(20)), pollingEvery: .milliseconds(20)) {
                 for try await pid in try await client.query("SELECT pid FROM \(unescaped: executions)").decode(Int32.self) {
                     holder.set(Int(pid))
                 }

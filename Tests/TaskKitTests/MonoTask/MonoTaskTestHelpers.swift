@@ -18,7 +18,7 @@ final class MonoCounter: Sendable {
 
     /// Suspends until the counter reaches `target`; records an issue and returns after `limit`.
     func wait(
-        untilAtLeast target: Int, within limit: Duration = .seconds(30),
+        untilAtLeast target: Int, within limit: Duration = TestDeadline.standard,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async {
         await gate.waitForArrivals(target, within: limit, sourceLocation: sourceLocation)

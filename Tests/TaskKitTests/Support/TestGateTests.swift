@@ -49,4 +49,15 @@ import TaskKitTesting
         gate.open()
         try await stuck.boundedValue()
     }
+
+    @Test func theDeadlineScaleIsAPositiveNumberOrOne() {
+        #expect(TestDeadline.scale(from: nil) == 1)
+        #expect(TestDeadline.scale(from: "10") == 10)
+        #expect(TestDeadline.scale(from: "2.5") == 2.5)
+        for ignored in ["", "0", "-3", "ten", "inf", "nan"] {
+            #expect(TestDeadline.scale(from: ignored) == 1, "\(ignored)")
+        }
+        #expect(TestDeadline.standard == .seconds(30) * TestDeadline.scale)
+        #expect(TestDeadline.scaled(.seconds(2)) == .seconds(2) * TestDeadline.scale)
+    }
 }

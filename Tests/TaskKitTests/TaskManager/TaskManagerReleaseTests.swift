@@ -73,7 +73,7 @@ import TaskKitTestSupport
         // A held task keeps the manager from settling.
         let hold = TestGate()
         let heldReleased = TestGate()
-        manager.add(task: CountedTask(-1, released: heldReleased) { await hold.wait(within: .seconds(120)) })
+        manager.add(task: CountedTask(-1, released: heldReleased) { await hold.wait() })
         // `count` tasks that finish together, after the last of them was added: no add comes
         // between their ends.
         let go = TestGate()
@@ -82,14 +82,14 @@ import TaskKitTestSupport
         for index in 0..<count {
             manager.add(task: CountedTask(index, released: released) {
                 started.arrive()
-                await go.wait(within: .seconds(120))
+                await go.wait()
             })
         }
         await started.waitForArrivals(count)
         go.open()
         // The jobs release the boxes in lists of `limit`; the rest wait for an add.
         await released.waitForArrivals(2 * limit)
-        try await waitUntil { manager.storage.retiredCount == count - 2 * limit }
+        await eventually("the jobs released two full lists") { manager.storage.retiredCount == count - 2 * limit }
         #expect(released.arrivals == 2 * limit)
         // The next add releases them.
         let late = TestGate()
@@ -130,22 +130,7 @@ import TaskKitTestSupport
         await manager.waitTillAllTasksFinished()
         let total = adders * perAdder
         #expect(sum.withLock { $0 } == total * (total - 1) / 2)
-        await released.waitForArrivals(total, within: .seconds(120))
+        await released.waitForArrivals(total)
         #expect(manager.storage.retiredCount == 0)
-    }
-
-    /// Polls `condition` until it holds; records an issue after `limit`.
-    func waitUntil(
-        within limit: Duration = .seconds(60), sourceLocation: SourceLocation = #_sourceLocation,
-        _ condition: () -> Bool
-    ) async throws {
-        let deadline = ContinuousClock.now + limit
-        while !condition() {
-            guard ContinuousClock.now < deadline else {
-                Issue.record("condition still false after \(limit)", sourceLocation: sourceLocation)
-                return
-            }
-            try await Task.sleep(for: .milliseconds(1))
-        }
     }
 }

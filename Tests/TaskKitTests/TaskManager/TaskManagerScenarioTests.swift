@@ -42,10 +42,8 @@ import TaskKitTesting
     @Test func requestsFailingWithAnExpiredTokenAreRequeuedAfterOneRefresh() async throws {
         let tokens = TaskManagerTestTokenStore(token: "expired")
         let refreshGate = TestGate()
-        // The refresh is held until the test opens the gate, after the steps below; under
-        // ThreadSanitizer with the suite in parallel they once took over the gate's default 30 s
-        // (2026-11-28), which let the refresh end early: a deadline a loaded run cannot reach.
-        let refresher = TaskManagerTestRefreshReactor(tokens: tokens) { await refreshGate.wait(within: .seconds(180)) }
+        // The refresh is held until the test opens the gate, after the steps below.
+        let refresher = TaskManagerTestRefreshReactor(tokens: tokens) { await refreshGate.wait() }
         let manager = TaskManager(reactors: [refresher])
         let firstRunGate = TestGate()
         let done = TaskManagerTestCompletions<Int>()

@@ -35,7 +35,7 @@ final class TaskManagerTestCompletions<Value: Sendable>: Sendable {
     /// Suspends until at least `count` completions arrived; records an issue and returns after
     /// `limit`.
     func waitFor(
-        _ count: Int, within limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation
+        _ count: Int, within limit: Duration = TestDeadline.standard, sourceLocation: SourceLocation = #_sourceLocation
     ) async {
         await arrivals.waitForArrivals(count, within: limit, sourceLocation: sourceLocation)
     }

@@ -20,7 +20,7 @@ final class Recorder: Sendable {
     /// Waits until at least `count` events were recorded; records an issue and returns after
     /// `limit`.
     func waitForEvents(
-        count: Int, within limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation
+        count: Int, within limit: Duration = TestDeadline.standard, sourceLocation: SourceLocation = #_sourceLocation
     ) async {
         await arrivals.waitForArrivals(count, within: limit, sourceLocation: sourceLocation)
     }
