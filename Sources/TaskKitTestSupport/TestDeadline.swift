@@ -1,10 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import Foundation
 
 /// The real-time limit of a test's waits when the wait names none.
 ///
@@ -21,7 +15,7 @@ public enum TestDeadline {
 
     /// The factor read from `TASKKIT_TEST_DEADLINE_SCALE`: 1 when it is unset or not a positive
     /// number.
-    public static let scale: Double = scale(from: getenv("TASKKIT_TEST_DEADLINE_SCALE").map { String(cString: $0) })
+    public static let scale: Double = scale(from: ProcessInfo.processInfo.environment["TASKKIT_TEST_DEADLINE_SCALE"])
 
     /// The factor a value of `TASKKIT_TEST_DEADLINE_SCALE` means: a positive finite number, or 1.
     public static func scale(from text: String?) -> Double {
