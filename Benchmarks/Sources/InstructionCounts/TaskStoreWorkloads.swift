@@ -57,6 +57,8 @@ enum TaskStoreWorkload: String, CaseIterable {
     case keyedMonoTaskFanOutBatched = "keyedmonotask-fanout-batched"
     /// The same round through the hand-written `DataLoader` actor.
     case dataLoaderFanOut = "dataloader-fanout"
+    /// The same round through the `DataLoader` with cancellable callers (`cancellableValue(for:)`).
+    case dataLoaderFanOutCancellable = "dataloader-fanout-cancellable"
     /// The same round through a `KeyedMonoTask` with a loader of one key (1,000 backend calls).
     case keyedMonoTaskFanOutSingle = "keyedmonotask-fanout-single"
 
@@ -110,6 +112,8 @@ enum TaskStoreWorkload: String, CaseIterable {
             for _ in 0..<n { _ = await keyedMonoTaskBatchedFanOut() }
         case .dataLoaderFanOut:
             for _ in 0..<n { _ = await SeedWorkloads.dataLoaderFanOut() }
+        case .dataLoaderFanOutCancellable:
+            for _ in 0..<n { _ = await SeedWorkloads.dataLoaderFanOut(callerCancellation: true) }
         case .keyedMonoTaskFanOutSingle:
             for _ in 0..<n { _ = await keyedMonoTaskSingleFanOut() }
         case .keyedMonoTaskHit:

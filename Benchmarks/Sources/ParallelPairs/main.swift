@@ -99,7 +99,7 @@ func pair(_ title: String, unit: String, scale: Double, rounds: Int, _ contender
 
 /// Loader calls per round, by contender.
 final class LoaderCalls: Sendable {
-    let counts = Mutex<[[Int: Int]]>([[:], [:], [:]])
+    let counts = Mutex<[[Int: Int]]>([[:], [:], [:], [:]])
     func record(_ contender: Int, _ calls: Int) { counts.withLock { $0[contender][calls, default: 0] += 1 } }
     func histogram(_ contender: Int) -> String {
         counts.withLock { $0[contender] }.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
@@ -155,11 +155,16 @@ case "fan-out":
             loaderCalls.record(2, await keyedMonoTaskBatchedFanOut(batchWindow: .milliseconds(1)))
             return 1_000
         },
+        Contender(name: "hand-written DataLoader, cancellable callers") {
+            loaderCalls.record(3, await dataLoaderFanOut(callerCancellation: true))
+            return 1_000
+        },
     ])
     print("loader calls per round of 1,000 keys (calls: rounds):")
     print("  KeyedMonoTask batched:", loaderCalls.histogram(0))
     print("  hand-written DataLoader:", loaderCalls.histogram(1))
     print("  KeyedMonoTask, batchWindow 1 ms:", loaderCalls.histogram(2))
+    print("  hand-written DataLoader, cancellable callers:", loaderCalls.histogram(3))
 case "taskmanager":
     // Issue 37's bars, on every worker: TaskManager with one pass-through interceptor against a
     // task group over the same task objects.

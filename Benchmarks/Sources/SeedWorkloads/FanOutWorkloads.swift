@@ -95,11 +95,15 @@ public func keyedMonoTaskSingleFanOut() async -> Int {
     return backend.calls
 }
 
-/// One round through a new hand-written `DataLoader`; returns the backend calls.
-public func dataLoaderFanOut() async -> Int {
+/// One round through a new hand-written `DataLoader`; returns the backend calls. With
+/// `callerCancellation`, every caller waits through ``DataLoader/cancellableValue(for:)`` (what
+/// `KeyedMonoTask` offers every caller: a cancelled caller leaves at once).
+public func dataLoaderFanOut(callerCancellation: Bool = false) async -> Int {
     let backend = FanOutBackend()
     let loader = DataLoader(maximumBatchSize: fanOutBatchSize) { keys in backend.load(keys) }
-    let sum = await fanOut { key in (try? await loader.value(for: key)) ?? -1 }
+    let sum = callerCancellation
+        ? await fanOut { key in (try? await loader.cancellableValue(for: key)) ?? -1 }
+        : await fanOut { key in (try? await loader.value(for: key)) ?? -1 }
     precondition(sum == fanOutExpectedSum, "every caller gets its key's value")
     precondition(backend.keys == fanOutKeys, "every key loaded once")
     return backend.calls
@@ -110,10 +114,26 @@ public func dataLoaderFanOut() async -> Int {
 /// which yields once (so that the callers running now can add their keys), then takes every
 /// collected key and calls the batch function in chunks of at most `maximumBatchSize`, each
 /// chunk in a task of its own, resuming the callers with their values. A key asked for again
-/// before its flush joins it. No cache, no expiry, no cancellation: all the fan-out needs.
+/// before its flush joins it. No cache, no expiry: all the fan-out needs. Callers of
+/// ``value(for:)`` cannot leave before their value; ``cancellableValue(for:)`` is the same wait
+/// written to end at once when the caller's task is cancelled.
 public actor DataLoader {
     public typealias BatchLoad = @Sendable ([Int]) async throws -> [Int: Int]
-    private typealias Callers = [CheckedContinuation<Int, any Error>]
+
+    /// A caller waiting for its key: its continuation, or the slot of a cancellable caller.
+    private enum Caller: Sendable {
+        case plain(CheckedContinuation<Int, any Error>)
+        case cancellable(DataLoaderWaiter)
+
+        func resume(with result: Result<Int, any Error>) {
+            switch self {
+            case .plain(let continuation): continuation.resume(with: result)
+            case .cancellable(let waiter): waiter.resume(with: result)
+            }
+        }
+    }
+
+    private typealias Callers = [Caller]
 
     private let maximumBatchSize: Int
     private let batchLoad: BatchLoad
@@ -130,16 +150,35 @@ public actor DataLoader {
     /// The value of `key`, loaded in the batch of the next flush.
     public func value(for key: Int) async throws -> Int {
         try await withCheckedThrowingContinuation { continuation in
-            if callers[key] != nil {
-                callers[key]!.append(continuation)
-                return
+            register(.plain(continuation), for: key)
+        }
+    }
+
+    /// ``value(for:)`` for a caller that leaves with `CancellationError` as soon as its task is
+    /// cancelled; the batch goes on for the others. The usual hand-written way: a slot per caller
+    /// that the batch and the cancellation handler race to take.
+    public func cancellableValue(for key: Int) async throws -> Int {
+        let waiter = DataLoaderWaiter()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                waiter.store(continuation)
+                register(.cancellable(waiter), for: key)
             }
-            callers[key] = [continuation]
-            keys.append(key)
-            if !flushScheduled {
-                flushScheduled = true
-                Task { await self.flush() }
-            }
+        } onCancel: {
+            waiter.cancel()
+        }
+    }
+
+    private func register(_ caller: Caller, for key: Int) {
+        if callers[key] != nil {
+            callers[key]!.append(caller)
+            return
+        }
+        callers[key] = [caller]
+        keys.append(key)
+        if !flushScheduled {
+            flushScheduled = true
+            Task { await self.flush() }
         }
     }
 
@@ -167,11 +206,40 @@ public actor DataLoader {
                     let value = result.flatMap { values in
                         values[key].map(Result.success) ?? .failure(DataLoaderKeyMissing(key: key))
                     }
-                    for continuation in continuations { continuation.resume(with: value) }
+                    for caller in continuations { caller.resume(with: value) }
                 }
             }
             start = end
         }
+    }
+}
+
+/// The wait of one cancellable ``DataLoader`` caller: whoever takes the continuation first (the
+/// batch, or the caller's cancellation) resumes it.
+final class DataLoaderWaiter: Sendable {
+    private let slot = Mutex<(continuation: CheckedContinuation<Int, any Error>?, cancelled: Bool)>((nil, false))
+
+    /// Stores the caller's continuation; resumes it at once if the caller was cancelled first.
+    func store(_ continuation: CheckedContinuation<Int, any Error>) {
+        let cancelled = slot.withLock { slot in
+            if slot.cancelled { return true }
+            slot.continuation = continuation
+            return false
+        }
+        if cancelled { continuation.resume(throwing: CancellationError()) }
+    }
+
+    /// Resumes the caller with `result`, unless it was resumed already.
+    func resume(with result: Result<Int, any Error>) {
+        slot.withLock { $0.continuation.take() }?.resume(with: result)
+    }
+
+    /// The caller's task was cancelled: it leaves now (or as soon as its continuation is stored).
+    func cancel() {
+        slot.withLock { slot -> CheckedContinuation<Int, any Error>? in
+            slot.cancelled = true
+            return slot.continuation.take()
+        }?.resume(throwing: CancellationError())
     }
 }
 
