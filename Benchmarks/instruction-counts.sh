@@ -7,7 +7,8 @@
 # KeyedMonoTask cache hit; and a batch of 100 callers merged into one MonoTask execution, against
 # the hand-written actor and the batch's floor (children waiting for one gate), per caller; and a
 # fan-out of 1,000 keys through a KeyedMonoTask with a batch loader, the hand-written DataLoader
-# and a KeyedMonoTask with a loader of one key, per key.
+# (also with callers that can leave when cancelled) and a KeyedMonoTask with a loader of one key,
+# per key.
 # Usage: Benchmarks/instruction-counts.sh [ITERATIONS]   (default 10000)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -75,6 +76,6 @@ done
 echo
 rounds=$(( n / 1000 > 0 ? n / 1000 : 1 ))
 printf '%-32s %s\n' workload "instructions/key ($rounds rounds of 1,000 keys, least of 3 runs)"
-for workload in keyedmonotask-fanout-batched dataloader-fanout keyedmonotask-fanout-single; do
+for workload in keyedmonotask-fanout-batched dataloader-fanout dataloader-fanout-cancellable keyedmonotask-fanout-single; do
     printf '%-32s %d\n' "$workload" "$(least_of_3 "$workload" "$rounds" 1000)"
 done
