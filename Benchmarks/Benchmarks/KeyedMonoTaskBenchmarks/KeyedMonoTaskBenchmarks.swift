@@ -134,7 +134,7 @@ let benchmarks: @Sendable () -> Void = {
     )
     let fanOuts: [(name: String, round: @Sendable () async -> Int)] = [
         ("KeyedMonoTask batched", { await keyedMonoTaskBatchedFanOut() }),
-        ("Baseline hand-written DataLoader", dataLoaderFanOut),
+        ("Baseline hand-written DataLoader", { await dataLoaderFanOut() }),
         ("KeyedMonoTask single-key loader", keyedMonoTaskSingleFanOut),
     ]
     for (name, round) in fanOuts {
