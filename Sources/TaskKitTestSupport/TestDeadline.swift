@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 
 /// The real-time limit of a test's waits when the wait names none.
 ///
@@ -26,5 +27,14 @@ public enum TestDeadline {
     /// `limit` times ``scale``: for a test whose own limit should grow with the run's slowness.
     public static func scaled(_ limit: Duration) -> Duration {
         limit * scale
+    }
+}
+
+extension Trait where Self == TimeLimitTrait {
+    /// Swift Testing's `.timeLimit(.minutes(minutes))`, times ``TestDeadline/scale`` (rounded
+    /// up): a test's hang guard that grows with a run slow by design, as ``TestDeadline/standard``
+    /// does for the waits.
+    public static func scaledTimeLimit(minutes: Int) -> Self {
+        .timeLimit(.minutes(Int((Double(minutes) * TestDeadline.scale).rounded(.up))))
     }
 }

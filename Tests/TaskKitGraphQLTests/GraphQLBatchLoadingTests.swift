@@ -142,7 +142,7 @@ struct UnbatchedUsersAPI: API {
     }
 }
 
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.scaledTimeLimit(minutes: 2))
 struct GraphQLBatchLoadingTests {
     /// The plain resolvers' answer, and their calls of a store of their own.
     static func plainAnswer() async throws -> (json: GraphQLResultJSON, store: CountingUserStore) {

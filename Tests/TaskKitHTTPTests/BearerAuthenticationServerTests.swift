@@ -179,7 +179,7 @@ struct BearerAuthenticationServerTests {
 
     @Test(
         "a server that rejects every new token ends the request after maximumReplays, however slow each refresh is",
-        .timeLimit(.minutes(1)),
+        .scaledTimeLimit(minutes: 1),
         arguments: HTTPTestTransport.allCases
     )
     func slowRefreshLoopEnds(_ transport: HTTPTestTransport) async throws {

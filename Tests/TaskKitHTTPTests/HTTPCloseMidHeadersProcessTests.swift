@@ -68,7 +68,7 @@ struct HTTPCloseMidHeadersProcessTests {
         return (process.terminationReason, process.terminationStatus, text)
     }
 
-    @Test("through AsyncHTTPClientTransport the request fails and the process exits normally", .timeLimit(.minutes(2)), arguments: Role.allCases)
+    @Test("through AsyncHTTPClientTransport the request fails and the process exits normally", .scaledTimeLimit(minutes: 2), arguments: Role.allCases)
     func asyncHTTPClient(_ role: Role) async throws {
         try await withHTTPTestServer { server in
             let (reason, status, output) = try await Self.run(["asynchttpclient"] + role.arguments(server))
@@ -84,7 +84,7 @@ struct HTTPCloseMidHeadersProcessTests {
 
     @Test(
         "through URLSessionTransport the process exits normally where URLSession survives it, and is stopped where it does not",
-        .timeLimit(.minutes(2)), arguments: Role.allCases
+        .scaledTimeLimit(minutes: 2), arguments: Role.allCases
     )
     func urlSession(_ role: Role) async throws {
         try await withHTTPTestServer { server in

@@ -23,7 +23,7 @@ struct HTTPDeliveryTests {
 
     @Test(
         "a request on a pooled connection that the server closes after reading it is sent once unless idempotent",
-        .timeLimit(.minutes(1)),
+        .scaledTimeLimit(minutes: 1),
         arguments: HTTPTestTransport.allCases, ["POST", "PATCH", "GET", "PUT"]
     )
     func pooledConnectionDiesUnderARequest(_ transport: HTTPTestTransport, _ method: String) async throws {
@@ -59,7 +59,7 @@ struct HTTPDeliveryTests {
 
     @Test(
         "a POST redirected by a server that then closes the connection reaches the first hop once, 60 times in a row",
-        .timeLimit(.minutes(2)),
+        .scaledTimeLimit(minutes: 2),
         arguments: HTTPTestTransport.allCases
     )
     func redirectedPostIsNotSentAgainFromTheFirstHop(_ transport: HTTPTestTransport) async throws {
@@ -87,7 +87,7 @@ struct HTTPDeliveryTests {
 
     @Test(
         "a POST redirected (307) to a kept-alive connection that dies under it reaches the target once",
-        .timeLimit(.minutes(1)),
+        .scaledTimeLimit(minutes: 1),
         arguments: HTTPTestTransport.allCases
     )
     func redirectTargetOnADyingConnection(_ transport: HTTPTestTransport) async throws {

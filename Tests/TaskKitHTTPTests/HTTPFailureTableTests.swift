@@ -43,7 +43,7 @@ struct HTTPFailureTableTests {
 
     @Test(
         "a GET through URLTaskManager and a one-retry HTTPRetryPolicy fails with the row's code, retried as the row says",
-        .timeLimit(.minutes(1)),
+        .scaledTimeLimit(minutes: 1),
         arguments: HTTPTestTransport.allCases, HTTPFailureRow.all
     )
     func row(_ transport: HTTPTestTransport, _ row: HTTPFailureRow) async throws {

@@ -6,6 +6,7 @@ import FoundationNetworking
 #endif
 
 @testable import TaskKitHTTP
+import TaskKitTestSupport
 
 @Suite("URLSessionTransport")
 struct URLSessionTransportTests {
@@ -33,7 +34,7 @@ struct URLSessionTransportTests {
     /// uses `dataTask(with:completionHandler:)`; the time limit turns a hang into a failure.
     @Test(
         "cancelling requests right after they start never traps or hangs, even if the configuration has a cache",
-        .timeLimit(.minutes(1))
+        .scaledTimeLimit(minutes: 1)
     )
     func cancelStorm() async throws {
         try await withHTTPTestServer { server in

@@ -35,7 +35,7 @@ final class HTTPTestGatedTransport: HTTPTransport {
 }
 
 /// `URLTaskManager(coalescing:)` against the loopback server, over both transports.
-@Suite("URLTaskManager coalescing against a loopback server", .serialized, .timeLimit(.minutes(2)))
+@Suite("URLTaskManager coalescing against a loopback server", .serialized, .scaledTimeLimit(minutes: 2))
 struct URLTaskManagerCoalescingTests {
     func manager(
         _ transport: any HTTPTransport, interceptors: [any URLTaskInterceptor] = [], clock: any Clock<Duration> = ContinuousClock(),
@@ -259,7 +259,7 @@ struct HTTPTestFlightTagger: URLTaskInterceptor {
     }
 }
 
-@Suite("URLTaskManager coalescing under stress", .serialized, .timeLimit(.minutes(4)))
+@Suite("URLTaskManager coalescing under stress", .serialized, .scaledTimeLimit(minutes: 4))
 struct URLTaskManagerCoalescingStressTests {
     /// What one caller did and saw.
     enum Outcome: Sendable {

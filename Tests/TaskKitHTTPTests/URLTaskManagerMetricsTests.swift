@@ -11,7 +11,7 @@ import FoundationNetworking
 @testable import TaskKitHTTP
 
 /// `URLTaskManager(metricsLabel:)` against the loopback server, read through MetricsTestKit.
-@Suite(.timeLimit(.minutes(2))) struct URLTaskManagerMetricsTests {
+@Suite(.scaledTimeLimit(minutes: 2)) struct URLTaskManagerMetricsTests {
     private func requests(_ label: String, _ method: String, _ status: String) -> Int64 {
         processTestMetrics.counterTotal(
             label: "taskkit_http_requests", dimensions: [("name", label), ("method", method), ("status", status)]

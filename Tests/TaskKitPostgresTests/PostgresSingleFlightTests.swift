@@ -17,17 +17,17 @@ struct PostgresSingleFlightTests {
 
     // MARK: - Across processes
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func eightProcessesOfFiftyCallersOnOneKeyLoadOnce() async throws {
         try await runWorkers(keys: 1, callers: 50, pooler: false)
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func eightProcessesOnAThousandKeysLoadEachOnce() async throws {
         try await runWorkers(keys: 1_000, callers: 50, pooler: false)
     }
 
-    @Test(.timeLimit(.minutes(1)), .enabled(if: PostgresTestServer.poolerURL != nil || PostgresTestServer.required,
+    @Test(.scaledTimeLimit(minutes: 1), .enabled(if: PostgresTestServer.poolerURL != nil || PostgresTestServer.required,
                                             "no pgbouncer: TASKKIT_POSTGRES_POOLER_URL is not set"))
     func eightProcessesThroughATransactionPoolerLoadOnce() async throws {
         try await runWorkers(keys: 1, callers: 50, pooler: true)
@@ -67,7 +67,7 @@ struct PostgresSingleFlightTests {
     /// The process running `load` is killed with SIGKILL mid-load: another process takes the
     /// claim over when its lease expires and completes it within the lease plus one second,
     /// and every caller of the surviving processes gets a value.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aKilledHolderIsTakenOverWithinTheLease() async throws {
         let url = try #require(PostgresTestServer.url)
         let table = PostgresTestServer.uniqueName("sf")
@@ -118,7 +118,7 @@ struct PostgresSingleFlightTests {
 
     // MARK: - Inside one process
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func prepareIsIdempotentAndToleratesConcurrentCreation() async throws {
         try await PostgresTestServer.withClient { client in
             let table = PostgresTestServer.uniqueName("sf")
@@ -132,7 +132,7 @@ struct PostgresSingleFlightTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func concurrentCallersInOneProcessShareOneLoad() async throws {
         try await withFlight { flight, _ in
             let loads = Counter()
@@ -153,7 +153,7 @@ struct PostgresSingleFlightTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aStoredResultIsServedUntilItExpires() async throws {
         try await withFlight { flight, _ in
             let loads = Counter()
@@ -170,7 +170,7 @@ struct PostgresSingleFlightTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aFailureIsNotStoredAndMergedCallersGetTheError() async throws {
         struct Failure: Error {}
         try await withFlight { flight, _ in
@@ -200,7 +200,7 @@ struct PostgresSingleFlightTests {
     }
 
     /// A failed load in one process: a caller waiting in another process claims and loads.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aWaiterElsewhereLoadsAfterAFailure() async throws {
         struct Failure: Error {}
         try await withFlight { first, client in
@@ -218,7 +218,7 @@ struct PostgresSingleFlightTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aStoredValueThatNoLongerDecodesIsReloaded() async throws {
         struct Old: Codable, Sendable { let number: Int }
         try await withFlight { flight, _ in
@@ -230,7 +230,7 @@ struct PostgresSingleFlightTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func keysOfAnyLengthAndContent() async throws {
         let keys = ["", "\u{0}", "a\u{0}b", String(repeating: "é", count: 100_000), "🧵 token", "k", "K", "k "]
         try await withFlight { flight, _ in
@@ -245,7 +245,7 @@ struct PostgresSingleFlightTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func invalidateDropsTheStoredResult() async throws {
         try await withFlight { flight, _ in
             _ = try await flight.value(forKey: "i", resultExpireDuration: .seconds(60)) { Token(value: "1") }
@@ -256,7 +256,7 @@ struct PostgresSingleFlightTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aCancelledCallerLeavesAndTheOthersGetTheValue() async throws {
         try await withFlight { flight, _ in
             let load: @Sendable () async throws -> Token = {
@@ -274,7 +274,7 @@ struct PostgresSingleFlightTests {
 
     /// Nothing listens on the port, or a server accepts and never answers: a typed error within
     /// the statement bound, not postgres-nio's minute-long wait.
-    @Test(.timeLimit(.minutes(1)), arguments: [false, true])
+    @Test(.scaledTimeLimit(minutes: 1), arguments: [false, true])
     func anUnreachableDatabaseFailsWithATypedErrorInTime(silentServer: Bool) async throws {
         let listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .bind(host: "127.0.0.1", port: 0).get()

@@ -17,7 +17,7 @@ import FoundationNetworking
 /// Serialized: the signal goes to the whole process, and only one group listens at a time. The
 /// signal is raised only once the probe service runs, that is after the group trapped it (a
 /// `ServiceGroup` traps its signals before it starts any service).
-@Suite(.serialized, .timeLimit(.minutes(1)))
+@Suite(.serialized, .scaledTimeLimit(minutes: 1))
 struct TaskManagerServiceTests {
     @Test func onSIGUSR1RunningAndQueuedTasksFinishNewOnesAreRefused() async throws {
         let manager = TaskManager(maxConcurrentTasks: 1, shutdownGracePeriod: .seconds(3_600))

@@ -8,7 +8,7 @@ import Tracing
 /// The spans of MonoTask, KeyedMonoTask and TaskManager, recorded by an `InMemoryTracer` each
 /// test owns (through `.distributedTracing(tracer:)`, or `withTracer(_:_:)` and
 /// `.distributedTracing`: nothing is bootstrapped, so parallel tests never share a tracer).
-@Suite(.timeLimit(.minutes(2))) struct TracingTests {
+@Suite(.scaledTimeLimit(minutes: 2)) struct TracingTests {
     private struct TracingTestError: Error {}
 
     private final class Doubler: ManagedTask {

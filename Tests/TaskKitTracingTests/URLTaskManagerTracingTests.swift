@@ -15,7 +15,7 @@ import FoundationNetworking
 
 /// URLTaskManager's client spans, recorded by an `InMemoryTracer` with W3C propagation, against
 /// the loopback server, which echoes the headers it received (`GET /headers`).
-@Suite(.timeLimit(.minutes(2))) struct URLTaskManagerTracingTests {
+@Suite(.scaledTimeLimit(minutes: 2)) struct URLTaskManagerTracingTests {
     /// The transports the tests run over.
     enum Transport: String, CaseIterable, Sendable, CustomTestStringConvertible {
         case urlSession = "URLSession"

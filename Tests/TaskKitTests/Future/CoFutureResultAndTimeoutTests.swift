@@ -5,7 +5,7 @@ import TaskKitTestSupport
 import TaskKitTesting
 
 /// `value(timeout:clock:)`, `mapResult`, `flatMapResult` and `init(promise:)`.
-@Suite(.timeLimit(.minutes(1))) struct CoFutureResultAndTimeoutTests {
+@Suite(.scaledTimeLimit(minutes: 1)) struct CoFutureResultAndTimeoutTests {
     // MARK: value(timeout:clock:)
 
     @Test func aTimedWaitEndsWithTimeoutAndLeavesTheFuturePending() async throws {

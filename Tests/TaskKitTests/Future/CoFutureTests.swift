@@ -122,7 +122,7 @@ struct CoFutureTests {
         #expect(ranOn.elements == [completer])
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func noLockIsHeldWhileCallbacksRun() {
         // Re-entering the future from its own callback would deadlock if a lock were held.
         let promise = CoPromise<Int>()
@@ -614,7 +614,7 @@ struct CoFutureAsyncTests {
 struct CoFutureScaleTests {
     static let depth = 100_000
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func completingAChainOf100000PendingMapsDoesNotOverflowTheStack() async throws {
         let value = try await onDedicatedThread { () throws -> Int? in
             let promise = CoPromise<Int>()
@@ -626,7 +626,7 @@ struct CoFutureScaleTests {
         #expect(value == Self.depth)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func completingAChainOf100000FlatMapsDoesNotOverflowTheStack() async throws {
         let value = try await onDedicatedThread { () throws -> Int? in
             let promise = CoPromise<Int>()
@@ -638,7 +638,7 @@ struct CoFutureScaleTests {
         #expect(value == Self.depth)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func cancellingTheTailOfA100000ChainCancelsItAllIteratively() async {
         let sourceCanceled = await onDedicatedThread { () -> Bool in
             let promise = CoPromise<Int>()
@@ -650,7 +650,7 @@ struct CoFutureScaleTests {
         #expect(sourceCanceled)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func releasingAPendingPromiseWithA100000ChainCancelsItIteratively() async {
         let tailCanceled = await onDedicatedThread { () -> Bool in
             var promise: CoPromise<Int>? = CoPromise<Int>()
@@ -687,7 +687,7 @@ struct CoFutureScaleTests {
         return references.count { $0.future != nil }
     }
 
-    @Test(.timeLimit(.minutes(1)), arguments: ["map", "flatMap"])
+    @Test(.scaledTimeLimit(minutes: 1), arguments: ["map", "flatMap"])
     func everyFutureOfADropped100000ChainOverAnAbandonedPromiseIsFreed(kind: String) async {
         let alive = await onDedicatedThread { () -> Int in
             Self.survivors(
@@ -699,7 +699,7 @@ struct CoFutureScaleTests {
         #expect(alive == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func everyFutureOfACompleted100000ChainIsFreedOnceDropped() async {
         let alive = await onDedicatedThread { () -> Int in
             Self.survivors(depth: Self.depth, step: { $0.map { $0 + 1 } }, finish: { promise, tail in
@@ -710,7 +710,7 @@ struct CoFutureScaleTests {
         #expect(alive == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func everyFutureOfA100000ChainWhoseTailWasCancelledIsFreedOnceDropped() async {
         let alive = await onDedicatedThread { () -> Int in
             Self.survivors(depth: Self.depth, step: { $0.map { $0 + 1 } }, finish: { promise, tail in
@@ -721,7 +721,7 @@ struct CoFutureScaleTests {
         #expect(alive == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aPromiseWith100000ObserversCallsEachOnceInOrder() async {
         let (calls, outOfOrder) = await onDedicatedThread { () -> (Int, Int) in
             let promise = CoPromise<Int>()
@@ -747,7 +747,7 @@ struct CoFutureScaleTests {
 struct CoFutureStressTests {
     /// Many threads race completion, cancellation, observer registration and release; every
     /// observer must be called exactly once and every future must end up with one result.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func racingCompletionCancelObserversAndRelease() async {
         let rounds = 2_000
         let observersPerRound = 8
@@ -776,7 +776,7 @@ struct CoFutureStressTests {
         #expect(registered == rounds * observersPerRound)
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func racingAwaitersCancellationAndCompletion() async {
         let rounds = 500
         let completed = Counter()
@@ -807,7 +807,7 @@ struct CoFutureStressTests {
     /// not a proof: the windows are narrow (an earlier, deliberately wrong variant, reviving a
     /// dropped promise with a plain retain, went unnoticed in 50,000 rounds under
     /// AddressSanitizer). The argument is the comment on `_upstream`.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func cancellingChainTailsRacesCompletionAndAbandonmentOfTheirHeads() async {
         let rounds = 5_000
         let finished = await onDedicatedThread { () -> Int in
@@ -838,7 +838,7 @@ struct CoFutureStressTests {
         #expect(finished == rounds)
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.scaledTimeLimit(minutes: 2))
     func releasingPromisesWhileOtherThreadsObserveDerivedFutures() async {
         let rounds = 2_000
         let canceled = await onDedicatedThread { () -> Int in

@@ -6,7 +6,7 @@ import TaskKitTesting
 
 /// SwiftCoroutine's `CoFuture` examples in their TaskKit form, one test per row of "Migrating
 /// from SwiftCoroutine" (TaskKit.docc/MigratingFromSwiftCoroutine.md).
-@Suite(.timeLimit(.minutes(1))) struct MigratingFromSwiftCoroutineTests {
+@Suite(.scaledTimeLimit(minutes: 1)) struct MigratingFromSwiftCoroutineTests {
     /// A stand-in for `URLSessionDataTask`: started, cancellable, completing through a callback.
     final class FakeDataTask: Sendable {
         let cancelled = Counter()

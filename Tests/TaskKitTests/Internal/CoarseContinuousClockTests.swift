@@ -1,8 +1,9 @@
 import Testing
 @testable import TaskKit
+import TaskKitTestSupport
 
 /// ``CoarseContinuousClock`` against `ContinuousClock`, and which reading each clock argument gets.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.scaledTimeLimit(minutes: 1))
 struct CoarseContinuousClockTests {
     @Test func readsContinuousClocksTimeToWithinItsResolution() async throws {
         let coarse = CoarseContinuousClock()

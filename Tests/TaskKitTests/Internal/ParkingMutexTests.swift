@@ -38,7 +38,7 @@ private func runThreads(_ threads: Int, seconds: Int = 30, _ body: @escaping @Se
 /// the future tests (a future's critical sections are a few instructions long).
 @Suite("ParkingMutex", .serialized)
 struct ParkingMutexTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func manyThreadsIncrementingUnderOneMutexLoseNoUpdate() async {
         let counter = GuardedCounter()
         let finished = await onDedicatedThread {
@@ -50,7 +50,7 @@ struct ParkingMutexTests {
         #expect(counter.count == 8 * 20_000)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func waitersParkWhileTheHolderSleepsAndAreAllWoken() async {
         let counter = GuardedCounter()
         let (finished, parkedSeen) = await onDedicatedThread { () -> (Bool, Int) in

@@ -2,9 +2,10 @@
 import Glibc
 import Testing
 @testable import TaskKit
+import TaskKitTestSupport
 
 /// ``LinuxCoarseContinuousTime`` against `ContinuousClock` read precisely.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.scaledTimeLimit(minutes: 1))
 struct PlatformTimeTests {
     /// One kernel tick: the resolution of `CLOCK_MONOTONIC_COARSE`.
     static let tick: Duration = {

@@ -6,7 +6,7 @@ import TaskKit
 /// The README's KeyedMonoTask quick start and the article's manual-clock example, with a fake
 /// `api`, so they are known to compile and behave as written. (The article's URLTaskManager
 /// example runs for real in the demo's `keyed` scenario.)
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.scaledTimeLimit(minutes: 1))
 struct KeyedMonoTaskArticleExamples {
     struct Profile: Sendable, Equatable { var id: Int }
 

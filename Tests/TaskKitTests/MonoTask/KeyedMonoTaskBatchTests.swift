@@ -72,7 +72,7 @@ final class KeyedBatchRecorder: Sendable {
 }
 
 /// `KeyedMonoTask` with a batch loader (issue 36): every rule of the issue, on a `ManualClock`.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.scaledTimeLimit(minutes: 1))
 struct KeyedMonoTaskBatchTests {
     typealias Cache = KeyedMonoTask<Int, String>
 
@@ -403,7 +403,7 @@ enum BatchTestContext {
 
 /// Many callers through every path of a batched cache at once: per key, never two loads in
 /// flight (no invalidation here, which alone may start a second load while one runs).
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.scaledTimeLimit(minutes: 2))
 struct KeyedMonoTaskBatchStressTests {
     @Test(arguments: [1, 7, 64])
     func perKeyNeverTwoLoadsInFlight(batchSize: Int) async throws {

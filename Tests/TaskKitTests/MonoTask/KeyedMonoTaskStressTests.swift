@@ -9,7 +9,7 @@ import TaskKitTestSupport
 /// Linux, coarser than these TTLs, which would expire every entry at once. Asserts that
 /// every caller gets exactly one result, that results are for the right key, and — without
 /// invalidation — that no key ever has two loads at once.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.scaledTimeLimit(minutes: 2))
 struct KeyedMonoTaskStressTests {
     struct Setup: Sendable, CustomTestStringConvertible {
         var maximumEntries: Int

@@ -6,7 +6,7 @@ import TaskKitTesting
 
 /// The real `KeyedMonoTask`, driven by a `ManualClock` (no real sleeps for library-owned time).
 /// Each test names the rule of issue 21 it checks.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.scaledTimeLimit(minutes: 1))
 struct KeyedMonoTaskTests {
     typealias Cache = KeyedMonoTask<Int, String>
 

@@ -5,7 +5,7 @@ import TaskKitTestSupport
 
 /// Monstra's `MonoTask` and `RetryCount` examples in their TaskKit form, one test per row of
 /// "Migrating from Monstra" (TaskKit.docc/MigratingFromMonstra.md).
-@Suite(.timeLimit(.minutes(1))) struct MigratingFromMonstraTests {
+@Suite(.scaledTimeLimit(minutes: 1)) struct MigratingFromMonstraTests {
     final class Calls: Sendable {
         private let count = LockedState(0)
         func next() -> Int { count.withLock { $0 += 1; return $0 } }

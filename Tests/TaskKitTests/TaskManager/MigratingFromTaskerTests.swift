@@ -7,7 +7,7 @@ import TaskKitTesting
 
 /// The Tasker README's examples in their TaskKit form, one test per row of "Migrating from
 /// Tasker" (TaskKit.docc/MigratingFromTasker.md).
-@Suite(.timeLimit(.minutes(1))) struct MigratingFromTaskerTests {
+@Suite(.scaledTimeLimit(minutes: 1)) struct MigratingFromTaskerTests {
     /// The README's `MyTask`, with its URL request replaced by a local callback.
     final class MyTask: CallbackManagedTask {
         typealias SuccessValue = String

@@ -6,7 +6,7 @@ import TaskKitTesting
 
 /// `AnyTask`, the closure conveniences of `TaskManager`, timed waits, and a reactor that only
 /// decides.
-@Suite(.timeLimit(.minutes(1))) struct TaskManagerClosureTaskTests {
+@Suite(.scaledTimeLimit(minutes: 1)) struct TaskManagerClosureTaskTests {
     // MARK: A reactor that only decides
 
     /// Implements `shouldExecute` only.

@@ -5,7 +5,7 @@ import TaskKitTestSupport
 
 /// The TaskStore blog's and published package's examples in their TaskKit form, one test per row
 /// of "Migrating from TaskStore" (TaskKit.docc/MigratingFromTaskStore.md).
-@Suite(.timeLimit(.minutes(1))) @MainActor struct MigratingFromTaskStoreTests {
+@Suite(.scaledTimeLimit(minutes: 1)) @MainActor struct MigratingFromTaskStoreTests {
     /// The blog's model.
     @Observable @MainActor final class MyModel {
         enum TaskKey: Hashable { case doThing, viewTask }

@@ -22,7 +22,7 @@ extension StoreOwner {
 
 /// A store used from nonisolated code, `runningTaskCount`, `currentTask(forKey:)`, and immediate
 /// tasks.
-@Suite(.timeLimit(.minutes(1))) struct TaskStoreNonisolatedAndImmediateTests {
+@Suite(.scaledTimeLimit(minutes: 1)) struct TaskStoreNonisolatedAndImmediateTests {
     // MARK: Nonisolated use
 
     @Test func aStoreCreatedAndUsedFromNonisolatedCodeWorks() async throws {

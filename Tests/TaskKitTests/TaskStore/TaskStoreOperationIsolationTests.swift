@@ -123,7 +123,7 @@ func parseLines(_ text: String) async -> [String] {
 
 @MainActor
 @Suite struct TaskStoreArticleOperationExampleTests {
-    @Test(.timeLimit(.minutes(1))) func theLogModelLoadsAndShowsItsLines() async {
+    @Test(.scaledTimeLimit(minutes: 1)) func theLogModelLoadsAndShowsItsLines() async {
         let model = LogModel()
         model.loadButtonTapped()
         await model.waitForLoad()

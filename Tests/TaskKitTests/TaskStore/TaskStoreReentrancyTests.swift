@@ -32,7 +32,7 @@ import TaskKitTestSupport
 /// Contrived, but nothing it adds may be lost from tracking.
 @MainActor
 @Suite struct TaskStoreReentrancyTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aTaskAddedFromAPreviousTasksCancellationHandlerStaysTracked() async throws {
         let holder = ReentrantStoreHolder()
         let started = TestGate(), release = TestGate(), reentrantRelease = TestGate()
@@ -60,7 +60,7 @@ import TaskKitTestSupport
         #expect(holder.store.runningKeys.isEmpty)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aTaskAddedFromAnObserversChangeHandlerStaysTracked() async {
         let holder = ReentrantStoreHolder()
         let outerRelease = TestGate(), reentrantRelease = TestGate()
@@ -75,7 +75,7 @@ import TaskKitTestSupport
         #expect(holder.store.runningKeys.isEmpty)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.scaledTimeLimit(minutes: 1))
     func aTaskAddedFromAnObserversChangeHandlerWhileItsKeyStopsStaysTracked() async {
         let holder = ReentrantStoreHolder()
         let outerRelease = TestGate(), reentrantRelease = TestGate()
