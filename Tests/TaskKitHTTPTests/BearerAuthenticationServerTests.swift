@@ -30,7 +30,7 @@ struct BearerAuthenticationServerTests {
     func fiftyRequestsOneRefresh(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
             let authenticator = await signedInAuthenticator(server)
-            let manager = URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()], transport: transport.make(), timeout: .seconds(60))
+            let manager = URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()], transport: transport.make(), timeout: TestDeadline.scaled(.seconds(60)))
             await server.expireAllTokens()
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<50 {
@@ -56,7 +56,7 @@ struct BearerAuthenticationServerTests {
                 await gate.wait()
                 return try await inner(current, transport)
             }
-            let manager = URLTaskManager(interceptors: [authenticator], transport: transport.make(), timeout: .seconds(60))
+            let manager = URLTaskManager(interceptors: [authenticator], transport: transport.make(), timeout: TestDeadline.scaled(.seconds(60)))
             await server.expireAllTokens()
             let requests = Task {
                 try await withThrowingTaskGroup(of: Int.self) { group in
@@ -96,7 +96,7 @@ struct BearerAuthenticationServerTests {
             // with the old token.
             let manager = URLTaskManager(
                 interceptors: [authenticator, BearerServerTestsHoldingAdapter(gate: gate)],
-                transport: transport.make(), timeout: .seconds(60)
+                transport: transport.make(), timeout: TestDeadline.scaled(.seconds(60))
             )
             await server.expireAllTokens()
             let requestA = Task { try await manager.response(for: URLRequest(url: server.url("/protected?hold"))) }
@@ -126,7 +126,7 @@ struct BearerAuthenticationServerTests {
                 await gate.wait()
                 return try await inner(current, transport)
             }
-            let manager = URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()], transport: transport.make(), timeout: .seconds(60))
+            let manager = URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()], transport: transport.make(), timeout: TestDeadline.scaled(.seconds(60)))
             await server.expireAllTokens()
             await server.updateKnobs { $0.tokenFailures = 1 }
             let requests = (0..<10).map { _ in

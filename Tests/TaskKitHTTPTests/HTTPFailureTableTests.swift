@@ -54,9 +54,9 @@ struct HTTPFailureTableTests {
                 interceptors: [httpTestRetryPolicy(count: 1)], transport: transport.make(), clock: clock
             )
             var timed = URLRequest(url: server.misbehavingURL(row.misbehaviour))
-            // The no-reply row's timeout (whole seconds on Linux); the other rows get one that a
-            // sanitizer run on a loaded machine cannot reach, so that they fail as themselves.
-            timed.timeoutInterval = row.misbehaviour == .noReply ? 1 : 60
+            // The no-reply row's timeout (whole seconds on Linux); the other rows get a hang guard,
+            // scaled for slow runs as every other (`TestDeadline`), so that they fail as themselves.
+            timed.timeoutInterval = row.misbehaviour == .noReply ? 1 : 60 * TestDeadline.scale
             let request = timed
             let sending = Task { try await manager.data(for: request) }
             if row.retried {

@@ -279,7 +279,7 @@ struct URLTaskManagerCoalescingStressTests {
                     HTTPTestFlightTagger(),
                     HTTPRetryPolicy(retry: .count(count: 2, intervalProxy: .fixed(.zero))),
                 ],
-                transport: transport.make(), timeout: .seconds(60), coalescing: .standard
+                transport: transport.make(), timeout: TestDeadline.scaled(.seconds(60)), coalescing: .standard
             )
             // Keys 0–14 answer at once; 15–19 fail each flight's first attempt (503, retried).
             let urls = (0..<20).map { key in

@@ -29,7 +29,7 @@ import FoundationNetworking
         try await withHTTPTestServer { server in
             let policy = HTTPRetryPolicy(retry: .count(count: 3, intervalProxy: .fixed(.zero)))
             let manager = URLTaskManager(
-                interceptors: [policy], transport: transport.make(), timeout: .seconds(60), metricsLabel: label
+                interceptors: [policy], transport: transport.make(), timeout: TestDeadline.scaled(.seconds(60)), metricsLabel: label
             )
             // `GET /flaky` answers 503 twice, then 200: one request, two retries.
             let (_, flaky) = try await manager.data(for: URLRequest(url: server.url("/flaky?key=metrics")))
@@ -42,7 +42,7 @@ import FoundationNetworking
             let (_, unavailable) = try await manager.data(for: post)
             #expect(unavailable.statusCode == 503)
             // A connection closed before any reply, on a manager without retries: no response.
-            let bare = URLTaskManager(transport: transport.make(), timeout: .seconds(60), metricsLabel: label)
+            let bare = URLTaskManager(transport: transport.make(), timeout: TestDeadline.scaled(.seconds(60)), metricsLabel: label)
             await #expect(throws: (any Error).self) {
                 try await bare.data(for: URLRequest(url: server.misbehavingURL(.closedBeforeReply)))
             }
@@ -70,11 +70,11 @@ import FoundationNetworking
             let authenticator = BearerTokenAuthenticator(refresh: httpTestRefresh(server))
             let first = URLTaskManager(
                 interceptors: [authenticator], transport: HTTPTestTransport.urlSession.make(),
-                timeout: .seconds(60), metricsLabel: "http-refresh-first"
+                timeout: TestDeadline.scaled(.seconds(60)), metricsLabel: "http-refresh-first"
             )
             let second = URLTaskManager(
                 interceptors: [authenticator], transport: HTTPTestTransport.urlSession.make(),
-                timeout: .seconds(60), metricsLabel: "http-refresh-second"
+                timeout: TestDeadline.scaled(.seconds(60)), metricsLabel: "http-refresh-second"
             )
             let (_, response) = try await first.data(for: URLRequest(url: server.url("/protected")))
             #expect(response.statusCode == 200)

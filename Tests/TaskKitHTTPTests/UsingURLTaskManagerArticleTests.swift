@@ -9,6 +9,7 @@ import TaskKit
 import TaskKitAsyncHTTPClient
 import TaskKitHTTP
 import TaskKitLoopbackServer
+import TaskKitTestSupport
 import Testing
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -56,7 +57,7 @@ struct ArticleRefreshOn401Reactor: URLTaskReactor {
 
     var configuration: ReactorConfiguration {
         ReactorConfiguration(
-            timeout: .seconds(30),
+            timeout: TestDeadline.scaled(.seconds(30)),  // the article's 30 s, scaled for slow runs
             requeuesTask: true,  // send the request again after the refresh...
             suspendsTaskQueue: true,  // ...hold new requests while it runs...
             reinterceptOnRequeue: true  // ...and sign them again with the new token.
@@ -91,7 +92,12 @@ func articleBuiltInManager(tokenURL: URL, savedToken: String) -> URLTaskManager 
         let token = try JSONDecoder().decode(TokenResponse.self, from: data)
         return BearerCredential(accessToken: token.access_token, expiresIn: .seconds(token.expires_in))
     }
-    return URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()], transport: URLSessionTransport(), timeout: .seconds(30))
+    // The article's 30 s, scaled as every hang guard is (`TestDeadline`): under ThreadSanitizer in
+    // CI, ten requests and a refresh once took longer than 30 s (a `TaskError.timedOut`).
+    return URLTaskManager(
+        interceptors: [authenticator, HTTPRetryPolicy()], transport: URLSessionTransport(),
+        timeout: TestDeadline.scaled(.seconds(30))
+    )
 }
 
 // MARK: - Proof
@@ -188,14 +194,13 @@ struct UsingURLTaskManagerArticleTests {
                 eventLoopGroup: HTTPClient.defaultEventLoopGroup,
                 configuration: AsyncHTTPClientTransport.recommendedConfiguration
             )
-            // The article's deadline is 10 s; here it is one that a sanitizer run on a loaded
-            // machine cannot reach (as the failure table's), so that the test fails as itself:
-            // under ThreadSanitizer, with the suite's other tests in parallel, the refresh and the
-            // request took longer than 10 s once (2026-11-28), a TaskError.timedOut.
+            // The article's deadline is 10 s; here it is a hang guard scaled as every other
+            // (`TestDeadline`): under ThreadSanitizer, with the suite's other tests in parallel,
+            // the refresh and the request took longer than 10 s once, a TaskError.timedOut.
             let manager = URLTaskManager(
                 interceptors: [authenticator, HTTPRetryPolicy()],
                 transport: AsyncHTTPClientTransport(client: client),
-                timeout: .seconds(120)
+                timeout: TestDeadline.scaled(.seconds(60))
             )
             await server.expireAllTokens()
             // The client is shut down whatever the request does: one left to its deinit stops the

@@ -60,7 +60,7 @@ import FoundationNetworking
         try await withServer { server in
             let tracer = W3CInMemoryTracer()
             let manager = URLTaskManager(
-                transport: transport.make(), timeout: .seconds(60), tracing: .distributedTracing(tracer: tracer)
+                transport: transport.make(), timeout: TestDeadline.scaled(.seconds(60)), tracing: .distributedTracing(tracer: tracer)
             )
             let url = server.url("/headers")
             let (parentID, body) = try await tracer.withSpan("handler") { parent async throws in
@@ -91,7 +91,7 @@ import FoundationNetworking
         try await withServer { server in
             let tracer = W3CInMemoryTracer()
             let manager = URLTaskManager(
-                transport: Transport.urlSession.make(), timeout: .seconds(60),
+                transport: Transport.urlSession.make(), timeout: TestDeadline.scaled(.seconds(60)),
                 tracing: .distributedTracing(tracer: tracer), coalescing: .standard
             )
             let url = server.url("/slow?ms=1000")
@@ -155,7 +155,7 @@ import FoundationNetworking
             let tracer = W3CInMemoryTracer()
             let policy = HTTPRetryPolicy(retry: .count(count: 3, intervalProxy: .fixed(.zero)))
             let manager = URLTaskManager(
-                interceptors: [policy], transport: Transport.urlSession.make(), timeout: .seconds(60),
+                interceptors: [policy], transport: Transport.urlSession.make(), timeout: TestDeadline.scaled(.seconds(60)),
                 tracing: .distributedTracing(tracer: tracer)
             )
             // `GET /flaky` answers 503 twice, then 200.
@@ -169,7 +169,7 @@ import FoundationNetworking
 
             tracer.recorder.clearFinishedSpans()
             let bare = URLTaskManager(
-                transport: Transport.urlSession.make(), timeout: .seconds(60), tracing: .distributedTracing(tracer: tracer)
+                transport: Transport.urlSession.make(), timeout: TestDeadline.scaled(.seconds(60)), tracing: .distributedTracing(tracer: tracer)
             )
             await #expect(throws: (any Error).self) {
                 try await bare.data(for: URLRequest(url: server.misbehavingURL(.closedBeforeReply)))
