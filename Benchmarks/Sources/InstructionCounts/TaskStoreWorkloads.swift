@@ -113,7 +113,7 @@ enum TaskStoreWorkload: String, CaseIterable {
         case .dataLoaderFanOut:
             for _ in 0..<n { _ = await SeedWorkloads.dataLoaderFanOut() }
         case .dataLoaderFanOutCancellable:
-            for _ in 0..<n { _ = await SeedWorkloads.dataLoaderFanOut(callerCancellation: true) }
+            for _ in 0..<n { _ = await SeedWorkloads.dataLoaderFanOut(callers: .cancellable) }
         case .keyedMonoTaskFanOutSingle:
             for _ in 0..<n { _ = await keyedMonoTaskSingleFanOut() }
         case .keyedMonoTaskHit:

@@ -99,7 +99,7 @@ func pair(_ title: String, unit: String, scale: Double, rounds: Int, _ contender
 
 /// Loader calls per round, by contender.
 final class LoaderCalls: Sendable {
-    let counts = Mutex<[[Int: Int]]>([[:], [:], [:], [:]])
+    let counts = Mutex<[[Int: Int]]>([[:], [:], [:], [:], [:]])
     func record(_ contender: Int, _ calls: Int) { counts.withLock { $0[contender][calls, default: 0] += 1 } }
     func histogram(_ contender: Int) -> String {
         counts.withLock { $0[contender] }.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
@@ -156,7 +156,11 @@ case "fan-out":
             return 1_000
         },
         Contender(name: "hand-written DataLoader, cancellable callers") {
-            loaderCalls.record(3, await dataLoaderFanOut(callerCancellation: true))
+            loaderCalls.record(3, await dataLoaderFanOut(callers: .cancellable))
+            return 1_000
+        },
+        Contender(name: "hand-written DataLoader, callers in a no-op cancellation handler") {
+            loaderCalls.record(4, await dataLoaderFanOut(callers: .inCancellationHandler))
             return 1_000
         },
     ])
@@ -165,6 +169,7 @@ case "fan-out":
     print("  hand-written DataLoader:", loaderCalls.histogram(1))
     print("  KeyedMonoTask, batchWindow 1 ms:", loaderCalls.histogram(2))
     print("  hand-written DataLoader, cancellable callers:", loaderCalls.histogram(3))
+    print("  hand-written DataLoader, callers in a no-op cancellation handler:", loaderCalls.histogram(4))
 case "taskmanager":
     // Issue 37's bars, on every worker: TaskManager with one pass-through interceptor against a
     // task group over the same task objects.

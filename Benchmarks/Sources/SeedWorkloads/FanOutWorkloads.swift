@@ -95,15 +95,32 @@ public func keyedMonoTaskSingleFanOut() async -> Int {
     return backend.calls
 }
 
-/// One round through a new hand-written `DataLoader`; returns the backend calls. With
-/// `callerCancellation`, every caller waits through ``DataLoader/cancellableValue(for:)`` (what
-/// `KeyedMonoTask` offers every caller: a cancelled caller leaves at once).
-public func dataLoaderFanOut(callerCancellation: Bool = false) async -> Int {
+/// How the callers of a ``DataLoader`` fan-out round wait.
+public enum DataLoaderCallers: Sendable {
+    /// ``DataLoader/value(for:)``: a caller cannot leave before its value.
+    case plain
+    /// ``DataLoader/valueInCancellationHandler(for:)``: as `plain`, inside a cancellation handler
+    /// that does nothing, the runtime's part of letting a caller leave (its callers still cannot).
+    case inCancellationHandler
+    /// ``DataLoader/cancellableValue(for:)``: a caller leaves at once when cancelled, what
+    /// `KeyedMonoTask` offers every caller.
+    case cancellable
+}
+
+/// One round through a new hand-written `DataLoader`, its callers waiting as `callers` says;
+/// returns the backend calls.
+public func dataLoaderFanOut(callers: DataLoaderCallers = .plain) async -> Int {
     let backend = FanOutBackend()
     let loader = DataLoader(maximumBatchSize: fanOutBatchSize) { keys in backend.load(keys) }
-    let sum = callerCancellation
-        ? await fanOut { key in (try? await loader.cancellableValue(for: key)) ?? -1 }
-        : await fanOut { key in (try? await loader.value(for: key)) ?? -1 }
+    let sum: Int
+    switch callers {
+    case .plain:
+        sum = await fanOut { key in (try? await loader.value(for: key)) ?? -1 }
+    case .inCancellationHandler:
+        sum = await fanOut { key in (try? await loader.valueInCancellationHandler(for: key)) ?? -1 }
+    case .cancellable:
+        sum = await fanOut { key in (try? await loader.cancellableValue(for: key)) ?? -1 }
+    }
     precondition(sum == fanOutExpectedSum, "every caller gets its key's value")
     precondition(backend.keys == fanOutKeys, "every key loaded once")
     return backend.calls
@@ -167,6 +184,15 @@ public actor DataLoader {
         } onCancel: {
             waiter.cancel()
         }
+    }
+
+    /// ``value(for:)`` inside a cancellation handler that does nothing: what the runtime charges
+    /// any caller that could leave when cancelled (a status record on its task, the executor
+    /// hops of `withTaskCancellationHandler`), without the leaving itself.
+    public nonisolated func valueInCancellationHandler(for key: Int) async throws -> Int {
+        try await withTaskCancellationHandler {
+            try await self.value(for: key)
+        } onCancel: {}
     }
 
     private func register(_ caller: Caller, for key: Int) {
