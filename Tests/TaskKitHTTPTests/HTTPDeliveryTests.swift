@@ -28,7 +28,7 @@ struct HTTPDeliveryTests {
     )
     func pooledConnectionDiesUnderARequest(_ transport: HTTPTestTransport, _ method: String) async throws {
         try await withHTTPTestServer { server in
-            let manager = URLTaskManager(transport: transport.make(), timeout: TestDeadline.scaled(.seconds(30)))
+            let manager = URLTaskManager(transport: transport.make(), timeout: TestDeadline.standard)
             // A request that leaves a kept-alive connection in the client's pool.
             let (warm, _) = try await manager.data(for: URLRequest(url: server.keepAliveURL("warm")))
             #expect(warm == Data("warm".utf8))
@@ -64,7 +64,7 @@ struct HTTPDeliveryTests {
     )
     func redirectedPostIsNotSentAgainFromTheFirstHop(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
-            let manager = URLTaskManager(transport: transport.make(), timeout: TestDeadline.scaled(.seconds(30)))
+            let manager = URLTaskManager(transport: transport.make(), timeout: TestDeadline.standard)
             let rounds = 60
             var answered = 0
             for _ in 0..<rounds {
@@ -92,7 +92,7 @@ struct HTTPDeliveryTests {
     )
     func redirectTargetOnADyingConnection(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
-            let manager = URLTaskManager(transport: transport.make(), timeout: TestDeadline.scaled(.seconds(30)))
+            let manager = URLTaskManager(transport: transport.make(), timeout: TestDeadline.standard)
             var request = URLRequest(url: server.keepAliveURL("redirect?to=/keep-alive/dies-when-reused"))
             request.httpMethod = "POST"
             request.httpBody = Data(#"{"amount":100}"#.utf8)

@@ -31,7 +31,7 @@ struct URLTaskManagerServerTests {
     func stoppedServer(_ transport: HTTPTestTransport) async throws {
         let stopped = try RefusingPort()  // nothing listens there, and no parallel test can take it
         let url = stopped.url("/hello")
-        let manager = URLTaskManager(transport: transport.make(), timeout: TestDeadline.scaled(.seconds(30)))
+        let manager = URLTaskManager(transport: transport.make(), timeout: TestDeadline.standard)
         let error = await #expect(throws: URLError.self) {
             _ = try await manager.data(for: URLRequest(url: url))
         }
@@ -166,7 +166,7 @@ struct URLTaskManagerServerTests {
     @Test("a connection closed mid-body is URLError.networkConnectionLost", arguments: HTTPTestTransport.allCases)
     func truncatedBody(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
-            let manager = URLTaskManager(transport: transport.make(), timeout: TestDeadline.scaled(.seconds(30)))
+            let manager = URLTaskManager(transport: transport.make(), timeout: TestDeadline.standard)
             let error = await #expect(throws: URLError.self) {
                 _ = try await manager.data(for: URLRequest(url: server.truncatedURL))
             }
@@ -179,7 +179,7 @@ struct URLTaskManagerServerTests {
     @Test("garbage instead of HTTP is URLError.cannotParseResponse", arguments: HTTPTestTransport.allCases)
     func garbageResponse(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
-            let manager = URLTaskManager(transport: transport.make(), timeout: TestDeadline.scaled(.seconds(30)))
+            let manager = URLTaskManager(transport: transport.make(), timeout: TestDeadline.standard)
             let error = await #expect(throws: URLError.self) {
                 _ = try await manager.data(for: URLRequest(url: server.garbageURL))
             }
