@@ -1,3 +1,4 @@
+#if Examples
 import FlyingFox
 import FlyingSocks
 import Foundation
@@ -697,3 +698,4 @@ public final class RefusingPort: Sendable {
         URL(string: path, relativeTo: baseURL)!.absoluteURL
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -52,3 +53,4 @@ extension DemoContext {
         return try await get(JSONDecoder().decode(TokenResponse.self, from: data).access_token)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 
 /// Progress lines while scenarios run, then the summary table. Writes to standard error when
@@ -94,3 +95,4 @@ struct Console: Sendable {
         line(failed == 0 ? "\nAll scenarios behaved as expected (\(reports.count) run)." : "\n\(failed) of \(reports.count) scenario(s) did not behave as expected.")
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -126,3 +127,4 @@ extension Duration {
 
     var milliseconds: String { String(format: "%.0f ms", seconds * 1000) }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Examples
 import ArgumentParser
 import Foundation
 import TaskKitLoopbackServer
@@ -58,3 +59,4 @@ struct TaskKitDemo: AsyncParsableCommand {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if AsyncHTTPClient
 // One request through URLTaskManager, in a process of its own, for the HTTP tests that check
 // that no server can stop the process: a server closing the connection in the middle of the
 // response headers (as the resource, as a redirect's target, as the token endpoint) must end in
@@ -81,3 +82,9 @@ func shutDown(_ client: HTTPClient?) async {
 
 await shutDown(client)
 exit(status)
+#else
+import Foundation
+
+FileHandle.standardError.write(Data("taskkit-http-probe needs the package trait AsyncHTTPClient: swift build --enable-all-traits\n".utf8))
+exit(1)
+#endif

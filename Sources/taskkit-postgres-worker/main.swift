@@ -1,3 +1,4 @@
+#if PostgreSQL
 // A process of callers of one `PostgresSingleFlight`, started by the TaskKitPostgres tests (and
 // the benchmarks) to exercise single-flight across processes:
 //
@@ -167,3 +168,9 @@ let exitCode: Int32 = await withTaskGroup(of: Void.self) { group in
     return errors == 0 ? 0 : 1
 }
 exit(exitCode)
+#else
+import Foundation
+
+FileHandle.standardError.write(Data("taskkit-postgres-worker needs the package trait PostgreSQL: swift build --enable-all-traits\n".utf8))
+exit(1)
+#endif

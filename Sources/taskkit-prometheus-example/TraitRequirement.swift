@@ -1,5 +1,2 @@
-// The example is built only with the package trait `Examples` (swift-prometheus): without it,
-// main.swift is compiled out (`#if Examples`) and this file stops the build naming the trait.
-#if !Examples
-#error("taskkit-prometheus-example needs the package trait Examples: swift run --enable-all-traits taskkit-prometheus-example")
-#endif
+// The example has its code only with the package trait `Examples` (swift-prometheus): without
+// it, main.swift's workload is compiled out (`#if Examples`) and the program says how to run it.

@@ -50,4 +50,9 @@ for round in 1...rounds {
     print(registry.emitToString())
 }
 
+#else
+import Foundation
+
+FileHandle.standardError.write(Data("taskkit-prometheus-example needs the package trait Examples: swift run --enable-all-traits taskkit-prometheus-example\n".utf8))
+exit(1)
 #endif

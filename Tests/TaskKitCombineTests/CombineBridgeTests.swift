@@ -1,3 +1,4 @@
+#if canImport(Combine) || OpenCombine
 #if canImport(Combine)
 import Combine
 #else
@@ -116,3 +117,4 @@ struct CombineBridgeTests {
         #expect(promise.isCanceled)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 import TaskKit
 import TaskKitLoopbackServer
@@ -402,3 +403,4 @@ struct BearerAuthenticationServerTests {
         }
     }
 }
+#endif

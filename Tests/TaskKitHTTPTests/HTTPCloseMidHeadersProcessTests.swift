@@ -1,3 +1,4 @@
+#if Examples && AsyncHTTPClient
 import Foundation
 import TaskKitLoopbackServer
 import TaskKitTestSupport
@@ -97,3 +98,4 @@ struct HTTPCloseMidHeadersProcessTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 import TaskKit
 import TaskKitLoopbackServer
@@ -139,3 +140,4 @@ struct HTTPDeliveryTests {
         #expect(URLSessionTransport.redirect(of: post, by: response(307, "ftp://example.com/x")) == nil)
     }
 }
+#endif

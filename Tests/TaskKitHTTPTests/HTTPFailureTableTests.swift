@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 import TaskKit
 import TaskKitLoopbackServer
@@ -104,3 +105,4 @@ extension Result where Failure == any Error {
         }
     }
 }
+#endif

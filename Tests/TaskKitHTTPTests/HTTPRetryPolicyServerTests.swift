@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 import TaskKit
 import TaskKitLoopbackServer
@@ -203,3 +204,4 @@ struct HTTPRetryPolicyServerTests {
         }
     }
 }
+#endif

@@ -1,7 +1,10 @@
+#if Examples
+#if AsyncHTTPClient
 import AsyncHTTPClient
+import TaskKitAsyncHTTPClient
+#endif
 import Foundation
 import Logging
-import TaskKitAsyncHTTPClient
 import TaskKit
 import TaskKitLoopbackServer
 import TaskKitTestSupport
@@ -13,10 +16,13 @@ import FoundationNetworking
 
 @testable import TaskKitHTTP
 
-/// The transports the server tests run against, each with the same expected outcomes.
+/// The transports the server tests run against, each with the same expected outcomes
+/// (AsyncHTTPClient's with the package trait `AsyncHTTPClient`).
 enum HTTPTestTransport: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case urlSession = "URLSession"
+    #if AsyncHTTPClient
     case asyncHTTPClient = "AsyncHTTPClient"
+    #endif
 
     var testDescription: String { rawValue }
 
@@ -24,10 +30,13 @@ enum HTTPTestTransport: String, CaseIterable, Sendable, CustomTestStringConverti
     func make() -> any HTTPTransport {
         switch self {
         case .urlSession: URLSessionTransport()
+        #if AsyncHTTPClient
         case .asyncHTTPClient: AsyncHTTPClientTransport(client: Self.client)
+        #endif
         }
     }
 
+    #if AsyncHTTPClient
     /// One client for every test, with the configuration the transport recommends, as many
     /// connections per host as the tests send requests at once (50), and a connect timeout that
     /// a machine loaded by a sanitizer run can meet; it lives as long as the test process, so it
@@ -38,6 +47,7 @@ enum HTTPTestTransport: String, CaseIterable, Sendable, CustomTestStringConverti
         configuration.timeout.connect = .seconds(60)
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }()
+    #endif
 }
 
 /// Starts a loopback server (127.0.0.1, free ports), runs `body`, and always stops the server.
@@ -217,3 +227,4 @@ extension ManualClock {
         return before.duration(to: now)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 import TaskKitLoopbackServer
 import Testing
@@ -65,3 +66,4 @@ struct URLSessionTransportTests {
         }
     }
 }
+#endif

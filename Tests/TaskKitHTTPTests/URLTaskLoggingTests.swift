@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 import Logging
 import TaskKit
@@ -113,3 +114,4 @@ struct URLTaskLoggingTests {
         #expect(silent.logLevel > .debug || silent.handler is SwiftLogNoOpLogHandler)
     }
 }
+#endif

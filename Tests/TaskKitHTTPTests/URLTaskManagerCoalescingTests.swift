@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 import MetricsTestKit
 import TaskKit
@@ -341,3 +342,4 @@ struct URLTaskManagerCoalescingStressTests {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 import MetricsTestKit
 import TaskKit
@@ -85,3 +86,4 @@ import FoundationNetworking
         }
     }
 }
+#endif

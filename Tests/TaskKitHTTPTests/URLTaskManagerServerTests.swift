@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 import TaskKit
 import TaskKitLoopbackServer
@@ -346,3 +347,4 @@ struct URLTaskManagerServerTests {
         }
     }
 }
+#endif

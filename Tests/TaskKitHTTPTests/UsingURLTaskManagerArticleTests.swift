@@ -1,3 +1,4 @@
+#if Examples && AsyncHTTPClient
 // The code of the DocC article Sources/TaskKitHTTP/TaskKitHTTP.docc/UsingURLTaskManager.md,
 // compiled and run against the loopback server so the article is proven to work. Keep the two in
 // step: the article shows exactly these declarations (the type names carry an `Article` prefix
@@ -236,3 +237,4 @@ struct UsingURLTaskManagerArticleTests {
         }
     }
 }
+#endif

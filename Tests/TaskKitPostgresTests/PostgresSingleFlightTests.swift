@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Logging
 import NIOPosix
@@ -321,3 +322,4 @@ struct PostgresSingleFlightTests {
         }
     }
 }
+#endif

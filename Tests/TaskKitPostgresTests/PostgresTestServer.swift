@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Foundation
 import Logging
 import PostgresNIO
@@ -114,3 +115,4 @@ func waitForExit(_ workers: [WorkerProcess], timeout: Duration) async -> Bool {
     for worker in workers { worker.kill() }
     return done
 }
+#endif

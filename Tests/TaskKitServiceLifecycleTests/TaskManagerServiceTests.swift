@@ -1,3 +1,4 @@
+#if ServiceLifecycle
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -149,3 +150,4 @@ extension TaskManager {
     /// Started tasks not finished yet.
     fileprivate var inspectUnfinished: Int { storage.inspect { $0.unfinishedCount } }
 }
+#endif

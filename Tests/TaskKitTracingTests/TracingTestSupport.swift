@@ -1,3 +1,4 @@
+#if Tracing
 import InMemoryTracing
 import Tracing
 
@@ -49,3 +50,4 @@ private func randomHex(count: Int) -> String {
 func spanID(of span: any Span) -> String? {
     span.context.inMemorySpanContext?.spanID
 }
+#endif

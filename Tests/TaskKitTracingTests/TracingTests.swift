@@ -1,3 +1,4 @@
+#if Tracing
 import InMemoryTracing
 import TaskKit
 import TaskKitTestSupport
@@ -136,3 +137,4 @@ import Tracing
         #expect(tracer.finishedSpans.map(\.operationName) == ["request"])
     }
 }
+#endif

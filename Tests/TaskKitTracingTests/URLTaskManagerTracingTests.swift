@@ -1,3 +1,4 @@
+#if Tracing && Examples && AsyncHTTPClient
 import AsyncHTTPClient
 import Foundation
 import InMemoryTracing
@@ -183,3 +184,4 @@ import FoundationNetworking
         }
     }
 }
+#endif

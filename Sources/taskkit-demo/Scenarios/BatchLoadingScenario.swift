@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 import TaskKit
 
@@ -95,3 +96,4 @@ actor DemoUserDatabase {
         return Dictionary(uniqueKeysWithValues: ids.map { ($0, Self.name(of: $0)) })
     }
 }
+#endif

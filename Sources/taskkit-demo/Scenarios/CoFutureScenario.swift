@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 import TaskKit
 import TaskKitCombine
@@ -56,3 +57,4 @@ extension Scenario {
         record.expect("first value of a publisher, via subscribeCoFuture()", first, equals: 1)
     }
 }
+#endif

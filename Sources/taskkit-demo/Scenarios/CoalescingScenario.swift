@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -51,3 +52,4 @@ extension Scenario {
         record.expect("requests upstream with coalescing", shared.requests, equals: 1)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -112,3 +113,4 @@ struct DemoProfile: Decodable, Sendable {
     var name: String
     var plan: String
 }
+#endif

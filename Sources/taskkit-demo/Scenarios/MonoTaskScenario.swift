@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 import TaskKit
 import TaskKitLoopbackServer
@@ -155,3 +156,4 @@ func waitUntil(_ condition: @Sendable () -> Bool) async {
         try? await Task.sleep(for: .milliseconds(1))
     }
 }
+#endif

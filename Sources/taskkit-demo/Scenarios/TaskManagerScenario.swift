@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -149,3 +150,4 @@ final class RefreshOn401Reactor: Reactor {
         tokens.set(try JSONDecoder().decode(TokenResponse.self, from: data).access_token)
     }
 }
+#endif

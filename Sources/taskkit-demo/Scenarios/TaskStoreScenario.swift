@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 import TaskKit
 
@@ -163,3 +164,4 @@ final class PeakCounter: Sendable {
     func leave() async { state.withLock { $0.current -= 1 } }
     func currentPeak() -> Int { state.withLock { $0.peak } }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Examples
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -102,3 +103,4 @@ struct DemoTokenResponse: Decodable {
     let access_token: String
     let expires_in: Double
 }
+#endif
