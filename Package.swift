@@ -288,3 +288,20 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// CI's sanitizer runs (`.ci/run`) set TASKKIT_SANITIZE to `thread` or `address`: every target of
+// this package is compiled and linked with that sanitizer, and no dependency is. The sanitizer
+// checks all of TaskKit's own code, and the dependencies' compiled code stays the one the debug
+// build in the same build folder already made, so a sanitizer run rebuilds only this package.
+// (SwiftPM's `--sanitize` instruments every package: a second and third build of SwiftNIO,
+// BoringSSL and postgres-nio that checks none of TaskKit's code.)
+if let sanitizer = Context.environment["TASKKIT_SANITIZE"], !sanitizer.isEmpty {
+    precondition(
+        ["thread", "address"].contains(sanitizer),
+        "TASKKIT_SANITIZE must be thread or address, not \(sanitizer)"
+    )
+    for target in package.targets {
+        target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(["-sanitize=\(sanitizer)"])]
+        target.linkerSettings = (target.linkerSettings ?? []) + [.unsafeFlags(["-sanitize=\(sanitizer)"])]
+    }
+}
