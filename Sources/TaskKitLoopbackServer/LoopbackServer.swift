@@ -50,8 +50,14 @@ public final class LoopbackServer: Sendable {
 
     /// Server behaviour that tests and the demo can change while it runs.
     public struct Knobs: Sendable {
-        /// How long an issued token stays valid. Default 60 s.
+        /// The lifetime `POST /token` announces (`expires_in`), and how long an issued token stays
+        /// valid unless ``tokenAcceptedFor`` says otherwise. Default 60 s.
         public var tokenLifetime: TimeInterval = 60
+        /// How long the server accepts an issued token, in real time, when it differs from the
+        /// announced ``tokenLifetime``: a test whose client reads time from a manual clock sets it
+        /// long, so that the verdict does not depend on how fast the machine is. Default `nil`
+        /// (``tokenLifetime``).
+        public var tokenAcceptedFor: TimeInterval?
         /// How many upcoming `POST /token` calls fail with 500. Default 0.
         public var tokenFailures: Int = 0
         /// How long `POST /token` takes to answer. Default 0.
@@ -251,7 +257,7 @@ actor ServerState {
         tokenSerial += 1
         if counted { issuedTokens += 1 }
         let token = "token-\(tokenSerial)-\(UUID().uuidString.prefix(8))"
-        tokens[token] = Date().addingTimeInterval(knobs.tokenLifetime)
+        tokens[token] = Date().addingTimeInterval(knobs.tokenAcceptedFor ?? knobs.tokenLifetime)
         return token
     }
 

@@ -218,7 +218,7 @@ struct BearerAuthenticationServerTests {
 
     @Test("a token that lives less than the leeway is used: six requests in a row make one refresh", arguments: HTTPTestTransport.allCases)
     func shortLivedTokenIsUsed(_ transport: HTTPTestTransport) async throws {
-        try await withHTTPTestServer(knobs: { var knobs = LoopbackServer.Knobs(); knobs.tokenLifetime = 20; return knobs }()) { server in
+        try await withHTTPTestServer(knobs: httpTestKnobs { $0.tokenLifetime = 20 }) { server in
             let clock = ManualClock()
             // No credential yet; each token the server issues lives 20 s, the leeway is 30 s.
             let authenticator = BearerTokenAuthenticator(clock: clock, refresh: httpTestRefresh(server))

@@ -40,7 +40,7 @@ struct HTTPRetryPolicyServerTests {
 
     @Test("backoff is capped, and the budget ends with the last response returned", arguments: HTTPTestTransport.allCases)
     func backoffCapAndBudget(_ transport: HTTPTestTransport) async throws {
-        try await withHTTPTestServer(knobs: { var knobs = LoopbackServer.Knobs(); knobs.failuresBeforeSuccess = 10; return knobs }()) { server in
+        try await withHTTPTestServer(knobs: httpTestKnobs { $0.failuresBeforeSuccess = 10 }) { server in
             let clock = ManualClock()
             let (manager, _) = manager(httpTestRetryPolicy(count: 4), over: transport, clock: clock)
             let request = Task { try await manager.response(for: URLRequest(url: server.url("/flaky?key=cap"))) }
@@ -55,7 +55,7 @@ struct HTTPRetryPolicyServerTests {
 
     @Test("full jitter keeps each delay within 0...the exponential delay", arguments: HTTPTestTransport.allCases)
     func jitterBounds(_ transport: HTTPTestTransport) async throws {
-        try await withHTTPTestServer(knobs: { var knobs = LoopbackServer.Knobs(); knobs.failuresBeforeSuccess = 3; return knobs }()) { server in
+        try await withHTTPTestServer(knobs: httpTestKnobs { $0.failuresBeforeSuccess = 3 }) { server in
             for round in 0..<5 {
                 let clock = ManualClock()
                 let (manager, _) = manager(httpTestRetryPolicy(count: 3, jitter: .full), over: transport, clock: clock)

@@ -50,9 +50,21 @@ enum HTTPTestTransport: String, CaseIterable, Sendable, CustomTestStringConverti
     #endif
 }
 
+/// The server knobs of the HTTP tests: the defaults, but a token the server issues is accepted
+/// for an hour of real time (`tokenAcceptedFor`), whatever lifetime it announces. The clients'
+/// clocks are manual, so no test waits for a token to expire in real time; a test that took
+/// longer than a token's announced lifetime on a loaded machine (a sanitizer run) must not see
+/// it rejected.
+func httpTestKnobs(_ change: (inout LoopbackServer.Knobs) -> Void = { _ in }) -> LoopbackServer.Knobs {
+    var knobs = LoopbackServer.Knobs()
+    knobs.tokenAcceptedFor = 3600
+    change(&knobs)
+    return knobs
+}
+
 /// Starts a loopback server (127.0.0.1, free ports), runs `body`, and always stops the server.
 func withHTTPTestServer<R>(
-    knobs: LoopbackServer.Knobs = LoopbackServer.Knobs(),
+    knobs: LoopbackServer.Knobs = httpTestKnobs(),
     _ body: (LoopbackServer) async throws -> R
 ) async throws -> R {
     let server = try await LoopbackServer.start(knobs: knobs)

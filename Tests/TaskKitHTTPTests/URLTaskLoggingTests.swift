@@ -16,7 +16,7 @@ import FoundationNetworking
 struct URLTaskLoggingTests {
     @Test("each request's life is logged at .debug with an event key: adapted, sent, replayed, retried, completed")
     func lifeIsLogged() async throws {
-        try await withHTTPTestServer(knobs: { var knobs = LoopbackServer.Knobs(); knobs.failuresBeforeSuccess = 1; return knobs }()) { server in
+        try await withHTTPTestServer(knobs: httpTestKnobs { $0.failuresBeforeSuccess = 1 }) { server in
             let (logger, store) = HTTPTestCapturingLogHandler.logger(level: .debug)
             let clock = ManualClock()
             let token = await server.issueToken()

@@ -140,7 +140,7 @@ struct UsingURLTaskManagerArticleTests {
     @Test("coalescing: a screen of 30 avatars, 12 of them the same person, makes 19 requests", arguments: HTTPTestTransport.allCases)
     func coalescedAvatars(_ transport: HTTPTestTransport) async throws {
         // A slow profile endpoint keeps the first request in flight while the screen asks.
-        try await withHTTPTestServer(knobs: { var knobs = LoopbackServer.Knobs(); knobs.profileDelay = 2; return knobs }()) { server in
+        try await withHTTPTestServer(knobs: httpTestKnobs { $0.profileDelay = 2 }) { server in
             let visibleUsers = (0..<30).map { $0 < 12 ? "ada" : "user-\($0)" }
             @Sendable func avatarURL(of user: String) -> URL { server.url("/profile?user=\(user)") }
             // The article's code.
