@@ -92,8 +92,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         // The GraphQL batch-loading example test only (trait `Examples`; brings GraphQLSwift/GraphQL).
         .package(url: "https://github.com/GraphQLSwift/Graphiti.git", from: "3.1.0"),
-        // Documentation only (`scripts/build-docs`). No target uses it, so a package depending on
-        // TaskKit never fetches it.
+        // Documentation only: `swift package generate-documentation`, what the Swift Package Index
+        // runs (`scripts/build-docs` renders the same with docc from the tests' build). No target
+        // uses it, so a package depending on TaskKit never fetches it.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.4.0"),
     ],
     targets: [
