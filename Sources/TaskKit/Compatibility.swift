@@ -2,20 +2,19 @@ import Dispatch
 import Foundation
 import Logging
 
-// The original names where TaskKit's own differ, as thin overloads and aliases so that a port is
-// mostly an import change: Monstra's, the published TaskStore package's, and TaskKit's own
-// seconds-based (`TimeInterval`) spellings of what now takes a `Duration`. Each is deprecated,
-// renamed to the Swift-first name to use instead, so the compiler's warning and fix-it lead a
-// port to it; the migration articles in TaskKit.docc list them. A `TimeInterval` here is a number
-// of seconds; NaN and a positive infinity have no nearest duration and stop the program with a
-// message naming the parameter. MonoTask's seconds-based initialisers, which share their labels
-// with initialisers taking a `Duration?`, are `@_disfavoredOverload`, the one underscored
-// attribute in the package: otherwise `.zero`, which both `Double` and `Duration` have, picks the
-// `Double` overload (an exact match beats an optional `Duration?`), so a call written in the
-// primary spelling gets the deprecation warning, and no other spelling of the overload keeps
-// `resultExpireDuration: .infinity` (a generic `some BinaryFloatingPoint` loses `.infinity`). A
-// `TimeInterval` twin of a non-optional `Duration` parameter (`capped(at:)`,
-// `nextDelay(atLeast:)`) needs no attribute: `.zero` resolves to the `Duration` one.
+// The original libraries' names where TaskKit's own differ, as thin overloads and aliases so that
+// a port is mostly an import change: Monstra's (its seconds-based `TimeInterval` spellings of what
+// TaskKit takes as a `Duration`) and the published TaskStore package's; Tasker's are in
+// TaskManager. Each is deprecated, renamed to the Swift-first name to use instead, so the
+// compiler's warning and fix-it lead a port to it; the migration articles in TaskKit.docc list
+// them. A `TimeInterval` here is a number of seconds; NaN and a positive infinity have no nearest
+// duration and stop the program with a message naming the parameter. MonoTask's seconds-based
+// initialisers, which share their labels with initialisers taking a `Duration?`, are
+// `@_disfavoredOverload`, the one underscored attribute in the package: otherwise `.zero`, which
+// both `Double` and `Duration` have, picks the `Double` overload (an exact match beats an optional
+// `Duration?`), so a call written in the primary spelling gets the deprecation warning, and no
+// other spelling of the overload keeps `resultExpireDuration: .infinity` (a generic `some
+// BinaryFloatingPoint` loses `.infinity`).
 
 extension RetryCount {
     /// Monstra's nested name for ``IntervalProxy``: `RetryCount.IntervalProxy.exponentialBackoff(…)`
@@ -33,29 +32,6 @@ extension IntervalProxy {
     @available(*, deprecated, renamed: "defaultScaleRate")
     public static var DefaultExponentialBackoffScaleRate: Double { defaultScaleRate }
 
-    /// The seconds-based name for ``defaultInitialDelay``, in seconds (1).
-    @available(*, deprecated, renamed: "defaultInitialDelay", message: "a Duration")
-    public static var defaultInitialTimeInterval: TimeInterval { defaultInitialDelay.timeInterval }
-
-    /// The seconds-based name for ``maximumDelay``: the cap in seconds, or `nil` for none.
-    @available(*, deprecated, renamed: "maximumDelay", message: "a Duration")
-    public var maximumTimeInterval: TimeInterval? { maximumDelay?.timeInterval }
-
-    /// The seconds-based spelling of ``init(growth:maximumDelay:jitter:)``: the cap in seconds.
-    ///
-    /// - Parameters:
-    ///   - growth: How the base delay grows.
-    ///   - maximumTimeInterval: The cap in seconds, or `nil` for none; a negative value is 0.
-    ///   - jitter: The randomisation to apply.
-    @available(*, deprecated, renamed: "init(growth:maximumDelay:jitter:)", message: "pass the cap as a Duration")
-    public init(growth: Growth, maximumTimeInterval: TimeInterval?, jitter: Jitter = .none) {
-        self.init(
-            growth: growth,
-            maximumDelay: maximumTimeInterval.map { Self.delay($0, "maximumTimeInterval") },
-            jitter: jitter
-        )
-    }
-
     /// Monstra's spelling of ``fixed(_:)``: the delay in seconds (default 0; a negative value is 0).
     @available(*, deprecated, renamed: "fixed(_:)", message: "pass the delay as a Duration: .fixed(.seconds(1))")
     public static func fixed(timeInterval: TimeInterval = 0) -> IntervalProxy {
@@ -71,7 +47,7 @@ extension IntervalProxy {
     ///   - scaleRate: The growth factor; a value below 1 acts as 1.
     @available(*, deprecated, renamed: "exponential(initial:scaleRate:maximumDelay:jitter:)", message: "pass the delay as a Duration")
     public static func exponentialBackoff(
-        initialTimeInterval: TimeInterval = defaultInitialTimeInterval,
+        initialTimeInterval: TimeInterval = DefaultInitialTimeInterval,
         scaleRate: Double = defaultScaleRate
     ) -> IntervalProxy {
         .exponential(initial: delay(initialTimeInterval, "initialTimeInterval"), scaleRate: scaleRate)
@@ -88,8 +64,8 @@ extension IntervalProxy {
     ///   - scaleRate: The growth factor; a value below 1 acts as 1.
     @available(*, deprecated, renamed: "exponentialThenFixed(initial:scaleRate:exponentialRetries:fixed:)", message: "pass the delays as Durations")
     public static func exponentialBackoffBeforeFixed(
-        initialTimeInterval: TimeInterval = defaultInitialTimeInterval,
-        originalInitialInterval: TimeInterval = defaultInitialTimeInterval,
+        initialTimeInterval: TimeInterval = DefaultInitialTimeInterval,
+        originalInitialInterval: TimeInterval = DefaultInitialTimeInterval,
         maxExponentialBackoffCount: Int = 0,
         scaleRate: Double = defaultScaleRate
     ) -> IntervalProxy {
@@ -112,8 +88,8 @@ extension IntervalProxy {
     ///   - scaleRate: The growth factor of the exponential phase; a value below 1 acts as 1.
     @available(*, deprecated, renamed: "fixedThenExponential(first:fixed:fixedRetries:scaleRate:)", message: "pass the delays as Durations")
     public static func exponentialBackoffAfterFixed(
-        initialTimeInterval: TimeInterval = defaultInitialTimeInterval,
-        originalInitialInterval: TimeInterval = defaultInitialTimeInterval,
+        initialTimeInterval: TimeInterval = DefaultInitialTimeInterval,
+        originalInitialInterval: TimeInterval = DefaultInitialTimeInterval,
         maxFixedCount: Int = 0,
         scaleRate: Double = defaultScaleRate
     ) -> IntervalProxy {
@@ -125,35 +101,6 @@ extension IntervalProxy {
         )
     }
 
-    /// The seconds-based spelling of `capped(at: Duration)`: the cap in seconds; a negative value is 0.
-    @available(*, deprecated, renamed: "capped(at:)", message: "pass the cap as a Duration")
-    public func capped(at maximumTimeInterval: TimeInterval) -> IntervalProxy {
-        capped(at: Self.delay(maximumTimeInterval, "maximumTimeInterval"))
-    }
-
-    /// The seconds-based spelling of ``baseDelay(forRetry:)``: the delay in seconds.
-    @available(*, deprecated, renamed: "baseDelay(forRetry:)", message: "a Duration")
-    public func baseTimeInterval(forRetry retry: Int) -> TimeInterval {
-        baseSeconds(forRetry: retry)
-    }
-
-    /// The seconds-based spelling of ``delay(forRetry:previous:using:)``: the delays in seconds.
-    @available(*, deprecated, renamed: "delay(forRetry:previous:using:)", message: "Durations")
-    public func timeInterval(
-        forRetry retry: Int,
-        previous: TimeInterval? = nil,
-        using generator: inout some RandomNumberGenerator
-    ) -> TimeInterval {
-        seconds(forRetry: retry, previous: previous, using: &generator)
-    }
-
-    /// The seconds-based spelling of ``delay(forRetry:previous:)``: the delays in seconds.
-    @available(*, deprecated, renamed: "delay(forRetry:previous:)", message: "Durations")
-    public func timeInterval(forRetry retry: Int, previous: TimeInterval? = nil) -> TimeInterval {
-        var generator = SystemRandomNumberGenerator()
-        return seconds(forRetry: retry, previous: previous, using: &generator)
-    }
-
     /// `seconds` as a delay (a negative value is `.zero`); NaN and a positive infinity trap.
     private static func delay(_ seconds: TimeInterval, _ parameter: String) -> Duration {
         precondition(
@@ -161,19 +108,6 @@ extension IntervalProxy {
             "IntervalProxy: \(parameter) must be a finite number of seconds, got \(seconds)"
         )
         return Duration(timeInterval: seconds)
-    }
-}
-
-extension RetrySchedule {
-    /// The seconds-based name for ``lastDelay``: the last delay handed out, in seconds.
-    @available(*, deprecated, renamed: "lastDelay", message: "a Duration")
-    public var lastTimeInterval: TimeInterval? { lastDelay?.timeInterval }
-
-    /// The seconds-based spelling of `nextDelay(atLeast: Duration)`: the minimum in seconds.
-    @available(*, deprecated, renamed: "nextDelay(atLeast:)", message: "pass the minimum as a Duration")
-    public mutating func nextDelay(atLeast minimum: TimeInterval) -> Duration? {
-        var generator = SystemRandomNumberGenerator()
-        return consumeRetry(atLeast: minimum, using: &generator)
     }
 }
 
@@ -219,22 +153,6 @@ extension MonoTask {
             retry: retry, resultExpireDuration: Self.timeToLive(seconds: resultExpireDuration),
             callbackQueue: callbackQueue, body: .async(task)
         )
-    }
-
-    /// Monstra's labels on the async initialiser with a `Duration?`: `taskQueue` is accepted and
-    /// not used, since an async block runs in a Swift task.
-    @available(
-        *, deprecated, renamed: "init(retry:resultExpireDuration:refreshAfter:callbackQueue:clock:logger:metricsLabel:tracing:task:)",
-        message: "an async block runs in a Swift task and takes no taskQueue"
-    )
-    public convenience init(
-        retry: RetryCount = .never,
-        resultExpireDuration: Duration?,
-        taskQueue: DispatchQueue,
-        callbackQueue: DispatchQueue = .global(),
-        task: @escaping AsyncExecution
-    ) {
-        self.init(retry: retry, resultExpireDuration: resultExpireDuration, callbackQueue: callbackQueue, body: .async(task))
     }
 
     /// Monstra's spelling of ``clearResult(ongoingExecutionStrategy:restartWhenIdle:)``:

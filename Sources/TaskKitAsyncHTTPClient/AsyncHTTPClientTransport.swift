@@ -189,7 +189,7 @@ public final class AsyncHTTPClientTransport: HTTPTransport {
     ///   - cancelled: Whether the calling task was cancelled: whatever the client reports then
     ///     (a request cancelled while it waits for a connection fails with the pool's last
     ///     connection error), the result is `URLError(.cancelled)`.
-    public static func normalized(_ error: any Error, for request: URLRequest, cancelled: Bool = false) -> any Error {
+    static func normalized(_ error: any Error, for request: URLRequest, cancelled: Bool = false) -> any Error {
         if error is URLError || error is URLTaskError { return error }
         let code: URLError.Code
         if cancelled || error is CancellationError {

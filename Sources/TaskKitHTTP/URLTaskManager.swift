@@ -34,9 +34,10 @@ import FoundationNetworking
 ///   `retried`, `replayed`, `completed`, and `reacted` / `requeued` for reactors. Nothing is built
 ///   when the logger's level is above `.debug`.
 public final class URLTaskManager: Sendable {
-    /// The underlying task manager: its handles, cancellation, deadlines, holds and reactions
-    /// apply to every request.
-    public let taskManager: TaskManager
+    /// The task manager requests run on: its handles, cancellation, deadlines, holds and
+    /// reactions apply to every request. Not public: a caller could shut it down or add unrelated
+    /// work to it; the service conformance (`TaskKitServiceLifecycle`) runs it.
+    package let taskManager: TaskManager
     /// The bare transport requests are sent through (no interceptors).
     public let transport: any HTTPTransport
     /// The interceptors, in the order they see each request.
@@ -65,12 +66,13 @@ public final class URLTaskManager: Sendable {
     ///     `MetricsSystem` with the dimension `("name", metricsLabel)`: `taskkit_http_requests`
     ///     (`method`, and `status`: `1xx` … `5xx` or `error`; once per request, with its final
     ///     outcome), `taskkit_http_retries`, `taskkit_http_token_refreshes`,
-    ///     `taskkit_http_request_duration`, and its ``taskManager``'s metrics under the same label.
+    ///     `taskkit_http_request_duration`, and the metrics of the `TaskManager` it runs requests on,
+    ///     under the same label.
     ///     `nil` (default): no metric objects, no cost.
     ///   - tracing: With a tracer (`.distributedTracing` from `TaskKitTracing`), each attempt is an
     ///     OpenTelemetry HTTP client span named by the method (`http.request.method`, `url.full`,
     ///     `http.response.status_code`, `http.request.resend_count`) whose context is injected into
-    ///     the request's headers, inside the span of its ``taskManager``'s task (`URLTask`); a
+    ///     the request's headers, inside the span of its task (`URLTask`) in the manager's `TaskManager`; a
     ///     failure without a response and a 4xx/5xx status set the error status (see
     ///     TaskKit's *Running on a server* article). `TaskTracing.none` (default): no span, no
     ///     cost.
@@ -120,7 +122,8 @@ public final class URLTaskManager: Sendable {
         )
     }
 
-    /// A task for `request`, ready to be added to ``taskManager`` (or to another manager).
+    /// A task for `request`, to add to a `TaskManager` of your own: it sends `request` through this
+    /// manager's interceptors, reactors, retry policy and transport.
     public func makeTask(for request: URLRequest, timeout: Duration? = nil) -> URLTask {
         URLTask(request: request, timeout: timeout ?? defaultTimeout, pipeline: pipeline)
     }

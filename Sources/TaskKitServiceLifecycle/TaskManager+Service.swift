@@ -31,8 +31,8 @@ extension TaskManager: Service {
     }
 }
 
-/// A ``TaskKitHTTP/URLTaskManager`` runs as a swift-service-lifecycle `Service`, through its
-/// `URLTaskManager.taskManager`: see `TaskManager`'s `run()`.
+/// A ``TaskKitHTTP/URLTaskManager`` runs as a swift-service-lifecycle `Service`, through the
+/// `TaskManager` it runs requests on: see `TaskManager`'s `run()`.
 extension URLTaskManager: Service {
     /// Runs until the service group shuts down gracefully, then shuts the manager down: in-flight
     /// requests get the grace period, new requests fail with `TaskError.shuttingDown`.

@@ -150,21 +150,23 @@ struct RetryAfterTests {
 
     @Test("delta seconds")
     func seconds() {
-        #expect(RetryAfter.delay(from: "0", now: now) == 0)
-        #expect(RetryAfter.delay(from: "120", now: now) == 120)
-        #expect(RetryAfter.delay(from: " 7 ", now: now) == 7)
+        #expect(RetryAfter.delay(from: "0", now: now) == .zero)
+        #expect(RetryAfter.delay(from: "120", now: now) == .seconds(120))
+        #expect(RetryAfter.delay(from: " 7 ", now: now) == .seconds(7))
+        // Beyond any Duration: saturates rather than failing or trapping.
+        #expect(RetryAfter.delay(from: String(repeating: "9", count: 40), now: now)! > .seconds(1_000_000_000_000))
     }
 
     @Test("the three HTTP-date forms")
     func dates() {
-        #expect(RetryAfter.delay(from: "Sun, 06 Nov 1994 08:49:47 GMT", now: now) == 10)
-        #expect(RetryAfter.delay(from: "Sunday, 06-Nov-94 08:49:47 GMT", now: now) == 10)
-        #expect(RetryAfter.delay(from: "Sun Nov  6 08:49:47 1994", now: now) == 10)
+        #expect(RetryAfter.delay(from: "Sun, 06 Nov 1994 08:49:47 GMT", now: now) == .seconds(10))
+        #expect(RetryAfter.delay(from: "Sunday, 06-Nov-94 08:49:47 GMT", now: now) == .seconds(10))
+        #expect(RetryAfter.delay(from: "Sun Nov  6 08:49:47 1994", now: now) == .seconds(10))
     }
 
     @Test("a date in the past means now")
     func pastDate() {
-        #expect(RetryAfter.delay(from: "Sun, 06 Nov 1994 08:00:00 GMT", now: now) == 0)
+        #expect(RetryAfter.delay(from: "Sun, 06 Nov 1994 08:00:00 GMT", now: now) == .zero)
     }
 
     @Test("invalid values are ignored")

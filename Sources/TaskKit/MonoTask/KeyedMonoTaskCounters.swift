@@ -70,8 +70,8 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
         batchedKeys += other.batchedKeys
     }
 
-    /// Creates an all-zero snapshot.
-    public init() {}
+    /// An all-zero snapshot: the library makes the counters, a caller reads them.
+    @usableFromInline init() {}
 
     /// A one-line summary, for logs.
     public var description: String {

@@ -25,8 +25,8 @@ public struct MonoTaskCounters: Sendable, Hashable, CustomStringConvertible {
     @usableFromInline
     mutating func recordMerge() { merges += 1 }
 
-    /// Creates an all-zero snapshot.
-    public init() {}
+    /// An all-zero snapshot: the library makes the counters, a caller reads them.
+    @usableFromInline init() {}
 
     /// A one-line summary, for logs.
     public var description: String {

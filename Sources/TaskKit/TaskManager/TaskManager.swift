@@ -29,7 +29,12 @@ import Logging
 /// reactor that requeued the task end it at any step: ``ManagedTask/didCancel(with:)`` runs,
 /// then the completion receives the ``TaskError``; a result arriving later is dropped.
 public final class TaskManager: Sendable {
-    /// A manager with no interceptors, no reactors and no concurrency limit.
+    /// Tasker's process-wide manager: no interceptors, no reactors and no concurrency limit.
+    ///
+    /// Create a manager where the application starts and pass it to what needs it instead: every
+    /// user of a process-wide manager shares its limit and its interceptors, and any of them can
+    /// shut it down for all the others.
+    @available(*, deprecated, message: "create a TaskManager where the application starts and pass it: any user of a shared manager can shut it down for all")
     public static let shared = TaskManager()
 
     @usableFromInline let storage: TaskManagerStorage

@@ -213,10 +213,12 @@ public final class TaskStore<Key: Hashable & Sendable> {
     /// Everything said for the `Void` overload applies. In addition:
     /// - If the operation throws, the task ends with that error; the store removes it as usual.
     /// - With ``TaskStoreDuplicateKeyBehavior/preferPrevious-type.property`` and a running task, the running task
-    ///   is returned only if it has exactly this type, `Task<Success, any Error>`. If it has another
-    ///   result type (it was started by the `Void` overload, or with another `Success`), there is no
-    ///   value to return, and the call traps with a message naming the key and both types: under
-    ///   `.preferPrevious`, keep one result type per key.
+    ///   is returned if it has exactly this type, `Task<Success, any Error>`. If `Success` is `Void`,
+    ///   any running task is: as a small task that waits for it and forwards cancellation to it
+    ///   (so adding `try` to a `Void` operation, which selects this overload, changes nothing).
+    ///   Otherwise (it was started with another `Success`, or by the `Void` overload) there is no
+    ///   value to return: nothing starts, and the returned task fails at once with
+    ///   ``TaskStoreResultTypeMismatch``, naming the key and both types.
     ///
     /// - Parameters:
     ///   - key: The key the work runs under.
@@ -237,15 +239,8 @@ public final class TaskStore<Key: Hashable & Sendable> {
         checkOwner(isolation, in: "addTask(forKey:duplicateKeyBehavior:priority:isolation:operation:)")
         switch withMachine({ $0.prepareAdd(key: key, behavior: duplicateKeyBehavior) }) {
         case .keepPrevious(let previous):
-            guard case .typed(let box) = previous, let task = (box as? TypedTaskBox<Success>)?.task else {
-                preconditionFailure(
-                    "TaskStore.addTask(forKey:duplicateKeyBehavior:...): duplicateKeyBehavior is .preferPrevious "
-                        + "and key \(key) is running a \(previous.taskType), which cannot be returned as "
-                        + "\(Task<Success, any Error>.self); use one result type per key with .preferPrevious"
-                )
-            }
             logger.trace("addTask: kept the running task (preferPrevious)", metadata: ["key": "\(key)"])
-            return task
+            return Self.typedTask(keeping: previous, key: key, priority: priority)
         case .startFirst(let id):
             // Isolated to the store's actor, as in the `Void` overload, so a cancel right after
             // `addTask` always precedes `operation`.
@@ -388,6 +383,32 @@ public final class TaskStore<Key: Hashable & Sendable> {
                 handle.cancel()
             }
         }
+    }
+
+    /// The task the value-returning `addTask` returns under `.preferPrevious` for the running
+    /// `handle`: itself if it has this type; for `Void`, a small task that waits for it and
+    /// forwards cancellation to it; otherwise a task that fails with
+    /// ``TaskStoreResultTypeMismatch``.
+    @usableFromInline
+    static func typedTask<Success: Sendable>(
+        keeping handle: TaskStoreHandle, key: Key, priority: TaskPriority?
+    ) -> Task<Success, any Error> {
+        if case .typed(let box) = handle, let task = (box as? TypedTaskBox<Success>)?.task { return task }
+        if Success.self == Void.self {
+            let waiting = Task<Void, any Error>(priority: priority) {
+                await withTaskCancellationHandler {
+                    await handle.waitForCompletion()
+                } onCancel: {
+                    handle.cancel()
+                }
+            }
+            if let waiting = waiting as? Task<Success, any Error> { return waiting }
+        }
+        let mismatch = TaskStoreResultTypeMismatch(
+            key: String(describing: key), runningTaskType: String(describing: handle.taskType),
+            requestedTaskType: String(describing: Task<Success, any Error>.self)
+        )
+        return Task(priority: priority) { throw mismatch }
     }
 
     /// A task that does not run on the owning actor ended: record it for the owner's next call,

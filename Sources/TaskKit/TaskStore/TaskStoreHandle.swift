@@ -30,7 +30,7 @@ enum TaskStoreHandle: Sendable {
         }
     }
 
-    /// The type of the stored task, for trap messages.
+    /// The type of the stored task, for ``TaskStoreResultTypeMismatch``.
     @usableFromInline
     var taskType: Any.Type {
         switch self {

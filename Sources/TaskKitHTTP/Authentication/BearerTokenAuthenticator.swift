@@ -326,12 +326,3 @@ public final class BearerTokenAuthenticator: Sendable {
         }
     }
 }
-
-/// Logging helpers of TaskKitHTTP.
-public enum TaskKitHTTPLogging {
-    /// A logger that discards everything, labelled `TaskKitHTTP`.
-    @available(*, deprecated, renamed: "Logger.silent(label:)")
-    public static var silent: Logger {
-        .silent(label: "TaskKitHTTP")
-    }
-}

@@ -119,7 +119,7 @@ public struct HTTPRetryPolicy: Sendable {
         guard isRetryable(request, outcome: outcome) else { return nil }
         var asked: TimeInterval?
         if honoursRetryAfter, case .success(let response) = outcome {
-            asked = RetryAfter.delay(from: response, now: now)
+            asked = RetryAfter.seconds(from: response, now: now)
         }
         return retry.delay(
             forRetry: retriesSoFar + 1, previous: previousDelay?.timeInterval, atLeast: asked,

@@ -5,21 +5,31 @@ import FoundationNetworking
 
 /// Parsing of the HTTP `Retry-After` header (RFC 9110 §10.2.3).
 public enum RetryAfter {
-    /// The delay a `Retry-After` value asks for, in seconds, or `nil` when the value is neither
-    /// a non-negative integer number of seconds nor an HTTP-date.
+    /// The delay a `Retry-After` value asks for, or `nil` when the value is neither a
+    /// non-negative integer number of seconds nor an HTTP-date.
     ///
     /// HTTP-dates are accepted in the three forms RFC 9110 requires recipients to parse
     /// (IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`, RFC 850 `Sunday, 06-Nov-94 08:49:37 GMT`,
     /// asctime `Sun Nov  6 08:49:37 1994`). A date in the past means "now" (0).
     ///
-    /// The result is a `TimeInterval`, the header's own unit: delta-seconds, or the distance
-    /// between two `Date`s. A delta beyond any `Duration` is `.greatestFiniteMagnitude`, which
-    /// ``HTTPRetryPolicy`` bounds by its cap and ceiling before it becomes a delay.
+    /// A delta too large for a `Duration` saturates (at about 146 billion years), which
+    /// ``HTTPRetryPolicy`` bounds by its cap and ceiling.
     ///
     /// - Parameters:
     ///   - value: The header value.
     ///   - now: The current wall-clock time, against which a date is measured.
-    public static func delay(from value: String, now: Date) -> TimeInterval? {
+    public static func delay(from value: String, now: Date) -> Duration? {
+        seconds(from: value, now: now).map(Duration.init(timeInterval:))
+    }
+
+    /// The delay asked for by `response`'s `Retry-After` header, if present and valid.
+    public static func delay(from response: HTTPURLResponse, now: Date) -> Duration? {
+        seconds(from: response, now: now).map(Duration.init(timeInterval:))
+    }
+
+    /// ``delay(from:now:)-(String,_)`` in seconds, the header's own unit: delta-seconds, or the
+    /// distance between two `Date`s (`.greatestFiniteMagnitude` for a delta beyond any `Double`).
+    static func seconds(from value: String, now: Date) -> TimeInterval? {
         let trimmed = value.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty else { return nil }
         if trimmed.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
@@ -30,10 +40,10 @@ public enum RetryAfter {
         return max(0, date.timeIntervalSince(now))
     }
 
-    /// The delay asked for by `response`'s `Retry-After` header, if present and valid.
-    public static func delay(from response: HTTPURLResponse, now: Date) -> TimeInterval? {
+    /// The seconds asked for by `response`'s `Retry-After` header, if present and valid.
+    static func seconds(from response: HTTPURLResponse, now: Date) -> TimeInterval? {
         guard let value = response.value(forHTTPHeaderField: "Retry-After") else { return nil }
-        return delay(from: value, now: now)
+        return seconds(from: value, now: now)
     }
 
     /// Parses an HTTP-date in any of its three forms.

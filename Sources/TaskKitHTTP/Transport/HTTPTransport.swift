@@ -26,7 +26,8 @@ public protocol HTTPTransport: Sendable {
 ///
 /// Cancelling the calling task cancels the underlying `URLSessionTask` (it then fails with
 /// `URLError.cancelled`). Failures are reported with the codes of the failure table in *Using
-/// URLTaskManager* on every platform (see ``normalized(_:for:)``).
+/// URLTaskManager* on every platform, which are the codes Apple's `URLSession` uses for the same
+/// failures (FoundationNetworking's libcurl codes are mapped to them).
 ///
 /// **How often a request reaches the server.** A request whose method is idempotent (GET, HEAD,
 /// OPTIONS, TRACE, PUT, DELETE: ``HTTPRetryPolicy/idempotentMethods``) may be sent a second
@@ -48,7 +49,7 @@ public protocol HTTPTransport: Sendable {
 ///   the process (`fatalError` "Transfer completed, but there's no response"). On Linux, talk
 ///   to servers you do not control through `AsyncHTTPClientTransport` (the
 ///   `TaskKitAsyncHTTPClient` product), which reports that failure as
-///   `URLError(.networkConnectionLost)`. (``survivesCloseMidHeaders`` says which case applies.)
+///   `URLError(.networkConnectionLost)`.
 public final class URLSessionTransport: HTTPTransport {
     /// The session requests are sent through.
     public let session: URLSession
@@ -109,7 +110,7 @@ public final class URLSessionTransport: HTTPTransport {
 
     /// Sends `request` through the session.
     ///
-    /// Errors are made the same on every platform (see ``normalized(_:for:)``): a connection
+    /// Errors are made the same on every platform: a connection
     /// closed before the announced body arrived is `URLError(.networkConnectionLost)`, and a
     /// reply that is not HTTP is `URLError(.cannotParseResponse)`. Cancelling the calling task
     /// cancels the `URLSessionTask`, and this throws `URLError(.cancelled)`.
@@ -210,7 +211,7 @@ public final class URLSessionTransport: HTTPTransport {
     /// - Parameters:
     ///   - error: The session's error.
     ///   - request: The request that failed (only `http` and `https` requests are remapped).
-    public static func normalized(_ error: URLError, for request: URLRequest) -> URLError {
+    static func normalized(_ error: URLError, for request: URLRequest) -> URLError {
         guard let scheme = request.url?.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             return error
         }

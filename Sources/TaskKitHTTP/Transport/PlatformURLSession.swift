@@ -18,9 +18,9 @@ extension URLSessionTransport {
     /// response headers as an error. FoundationNetworking (Linux) stops the process instead
     /// (`fatalError` "Transfer completed, but there's no response"); Apple's reports an error.
     #if canImport(FoundationNetworking)
-    public static let survivesCloseMidHeaders = false
+    static let survivesCloseMidHeaders = false
     #else
-    public static let survivesCloseMidHeaders = true
+    static let survivesCloseMidHeaders = true
     #endif
 
     /// Whether ``send(_:)`` sends `request` (and its redirects) through a one-request session

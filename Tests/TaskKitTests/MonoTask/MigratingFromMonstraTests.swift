@@ -92,10 +92,10 @@ import TaskKitTestSupport
             initialTimeInterval: 1, maxExponentialBackoffCount: 2, scaleRate: 2
         )
         let after = RetryCount.IntervalProxy.exponentialBackoffAfterFixed(maxFixedCount: 1)
-        #expect((1...4).map { before.baseTimeInterval(forRetry: $0) } == [1, 2, 4, 1])
-        #expect((1...4).map { after.baseTimeInterval(forRetry: $0) } == [1, 1, 2, 4])
+        #expect((1...4).map { before.baseDelay(forRetry: $0).inSeconds } == [1, 2, 4, 1])
+        #expect((1...4).map { after.baseDelay(forRetry: $0).inSeconds } == [1, 1, 2, 4])
         #expect(RetryCount.IntervalProxy.DefaultInitialTimeInterval == 1)
         #expect(RetryCount.IntervalProxy.DefaultExponentialBackoffScaleRate == 2)
-        #expect(RetryCount.IntervalProxy.exponentialBackoff(scaleRate: 0.5).baseTimeInterval(forRetry: 3) == 1)
+        #expect(RetryCount.IntervalProxy.exponentialBackoff(scaleRate: 0.5).baseDelay(forRetry: 3).inSeconds == 1)
     }
 }

@@ -28,6 +28,7 @@ import TaskKitTesting
         func didCancel(with error: TaskError) { cancellations.append(tmDescribe(error)) }
     }
 
+    @available(*, deprecated, message: "exercises Tasker's TaskManager.shared")
     @Test func quickLookAwaitAsyncAndTaskManager() async throws {
         // Await: `try MyTask().await()`.
         #expect(try await TaskManager.shared.value(of: MyTask()) == "response")
@@ -139,16 +140,18 @@ import TaskKitTesting
         // `async(loadVideoFileSync()) { result in … }`: a Swift task, or a closure task.
         @Sendable func loadVideoFileSync() throws -> String { "video" }
         let done = TaskManagerTestCompletions<String>()
-        TaskManager.shared.add(execute: { try loadVideoFileSync() }, completion: done.callback())
+        let manager = TaskManager()
+        manager.add(execute: { try loadVideoFileSync() }, completion: done.callback())
         await done.waitFor(1)
         #expect(tmDescribe(done.result(0)) == "success(video)")
     }
 
     @Test func anyTaskFromClosuresAndTasks() async throws {
-        #expect(try await TaskManager.shared.value(of: AnyTask { 3 }) == 3)
-        #expect(try await TaskManager.shared.value(of: AnyTask(fromTask: MyTask())) == "response")
+        let manager = TaskManager()
+        #expect(try await manager.value(of: AnyTask { 3 }) == 3)
+        #expect(try await manager.value(of: AnyTask(fromTask: MyTask())) == "response")
         let callback = AnyTask<Int> { completion in completion(.success(4)) }
-        #expect(try await TaskManager.shared.value(of: callback) == 4)
+        #expect(try await manager.value(of: callback) == 4)
     }
 
     @Test func loggingThroughSwiftLog() async throws {

@@ -84,30 +84,68 @@ actor OtherActor {
         )
     }
 
-    @Test func preferPreviousOverATaskOfAnotherResultTypeTraps() async {
-        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-            await MainActor.run {
-                let store = TaskStore<Int>()
-                store.addTask(forKey: 1) {}  // Task<Void, Never>, not yet finished
-                store.addTask(forKey: 1, duplicateKeyBehavior: .preferPrevious) { () async throws -> Int in 1 }
-            }
-        }
-        #expect(result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) }?.contains("use one result type per key with .preferPrevious") == true)
+    @MainActor
+    @Test func preferPreviousOverATaskOfAnotherResultTypeFailsWithATypedError() async throws {
+        let store = TaskStore<Int>()
+        let gate = TestGate()
+        let running = store.addTask(forKey: 1) { await gate.wait() }  // Task<Void, Never>
+        let kept = store.addTask(forKey: 1, duplicateKeyBehavior: .preferPrevious) { () async throws -> Int in 1 }
+        let error = await #expect(throws: TaskStoreResultTypeMismatch.self) { try await kept.value }
+        #expect(error?.key == "1")
+        #expect(error?.runningTaskType.hasPrefix("Task<(), Never>") == true)
+        #expect(error?.requestedTaskType.hasPrefix("Task<Int, ") == true)
+        #expect(error?.description.contains("use one result type per key with .preferPrevious") == true)
+        // The running task was kept, untouched.
+        #expect(store.taskIsRunning(forKey: 1))
+        #expect(!running.isCancelled)
+        gate.open()
+        await running.value
     }
 
-    @Test func preferPreviousOverATaskOfAnotherSuccessTypeTrapsNamingBothTypes() async {
-        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-            await MainActor.run {
-                let store = TaskStore<Int>()
-                store.addTask(forKey: 1) { () async throws -> String in "running" }
-                store.addTask(forKey: 1, duplicateKeyBehavior: .preferPrevious) { () async throws -> Int in 1 }
-            }
+    @MainActor
+    @Test func preferPreviousOverATaskOfAnotherSuccessTypeNamesBothTypes() async throws {
+        let store = TaskStore<Int>()
+        let gate = TestGate()
+        let running = store.addTask(forKey: 1) { () async throws -> String in
+            await gate.wait()
+            return "running"
         }
-        let stderr = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) } ?? ""
-        #expect(stderr.contains("is running a Task<String, "))
-        #expect(stderr.contains("cannot be returned as Task<Int, "))
+        let kept = store.addTask(forKey: 1, duplicateKeyBehavior: .preferPrevious) { () async throws -> Int in 1 }
+        let error = await #expect(throws: TaskStoreResultTypeMismatch.self) { try await kept.value }
+        #expect(error?.runningTaskType.hasPrefix("Task<String, ") == true)
+        #expect(error?.requestedTaskType.hasPrefix("Task<Int, ") == true)
+        gate.open()
+        #expect(try await running.value == "running")
     }
-}
+
+    /// Adding `try` to a `Void` operation selects the value-returning `addTask`: under
+    /// `.preferPrevious` it still keeps whatever runs under the key, as the `Void` form does.
+    @MainActor
+    @Test func preferPreviousWithAThrowingVoidOperationWaitsForTheRunningTask() async throws {
+        let store = TaskStore<Int>()
+        let gate = TestGate()
+        let recorder = Recorder()
+        store.addTask(forKey: 1) {
+            await gate.wait()
+            recorder.record("running task")
+        }
+        let kept = store.addTask(forKey: 1, duplicateKeyBehavior: .preferPrevious) { () async throws in
+            recorder.record("new task")  // never runs: the running task is kept
+        }
+        gate.open()
+        try await kept.value
+        #expect(recorder.events == ["running task"])
+        // Cancelling the returned task cancels the running one, as the `Void` form's wrapper does.
+        let slow = TestGate()
+        store.addTask(forKey: 2) {
+            await slow.waitOrCancel()
+            recorder.record("cancelled: \(Task.isCancelled)")
+        }
+        let waiting = store.addTask(forKey: 2, duplicateKeyBehavior: .preferPrevious) { () async throws in }
+        waiting.cancel()
+        try await waiting.value
+        #expect(recorder.events == ["running task", "cancelled: true"])
+    }}
 
 extension StoreOwner {
     /// Adds a task and cancels it by key in the same actor turn; the task reports what its
