@@ -216,6 +216,7 @@ let package = Package(
             name: "TaskKitTestSupport",
             dependencies: [
                 "TaskKit", "TaskKitTesting",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]

@@ -4,8 +4,8 @@ import Logging
 
 // The original libraries' names where TaskKit's own differ, as thin overloads and aliases so that
 // a port is mostly an import change: Monstra's (its seconds-based `TimeInterval` spellings of what
-// TaskKit takes as a `Duration`) and the published TaskStore package's; Tasker's are in
-// TaskManager. Each is deprecated, renamed to the Swift-first name to use instead, so the
+// TaskKit takes as a `Duration`), SwiftCoroutine's (`canceled`, where Swift writes `isCancelled`)
+// and the published TaskStore package's; Tasker's `TaskManager.shared` is in TaskManager. Each is deprecated, renamed to the Swift-first name to use instead, so the
 // compiler's warning and fix-it lead a port to it; the migration articles in TaskKit.docc list
 // them. A `TimeInterval` here is a number of seconds; NaN and a positive infinity have no nearest
 // duration and stop the program with a message naming the parameter. MonoTask's seconds-based
@@ -208,4 +208,23 @@ extension TaskStore {
     /// The published TaskStore package's name for ``runningKeys``.
     @available(*, deprecated, renamed: "runningKeys")
     public var runningTaskKeys: Set<Key> { runningKeys }
+}
+
+extension CoFuture {
+    /// SwiftCoroutine's spelling of ``isCancelled``.
+    @available(*, deprecated, renamed: "isCancelled")
+    public final var isCanceled: Bool { isCancelled }
+
+    /// SwiftCoroutine's spelling of ``whenCancelled(_:)``.
+    @available(*, deprecated, renamed: "whenCancelled(_:)")
+    public final func whenCanceled(_ callback: @escaping @Sendable () -> Void) {
+        whenCancelled(callback)
+    }
+}
+
+extension CoFutureError {
+    /// SwiftCoroutine's spelling of ``cancelled``: compares equal to it, and matches it in a
+    /// `case .canceled:` pattern.
+    @available(*, deprecated, renamed: "cancelled")
+    public static var canceled: CoFutureError { .cancelled }
 }

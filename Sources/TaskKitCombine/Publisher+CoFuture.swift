@@ -25,7 +25,7 @@ extension Publisher where Output: Sendable {
     public func subscribeCoFuture() -> CoFuture<Output> {
         let promise = CoPromise<Output>()
         let subscriber = FirstValueSubscriber<Output, Failure>(promise: promise)
-        promise.whenCanceled { subscriber.cancelSubscription() }
+        promise.whenCancelled { subscriber.cancelSubscription() }
         subscribe(subscriber)
         return promise
     }

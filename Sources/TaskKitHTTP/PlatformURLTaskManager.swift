@@ -19,7 +19,7 @@ extension URLTaskManager {
     /// risk.
     ///
     /// - Parameters: as for
-    ///   ``init(interceptors:reactors:transport:maxConcurrentTasks:timeout:clock:logger:metricsLabel:tracing:shutdownGracePeriod:coalescing:)``,
+    ///   ``init(interceptors:reactors:transport:maximumConcurrentTasks:timeout:clock:logger:metricsLabel:tracing:shutdownGracePeriod:coalescing:)``,
     ///   with `configuration` the session's configuration (default:
     ///   ``URLSessionTransport/defaultConfiguration``; the URL cache is always dropped on Linux,
     ///   see ``URLSessionTransport/init(configuration:)``).
@@ -33,7 +33,7 @@ extension URLTaskManager {
         interceptors: [any URLTaskInterceptor] = [],
         reactors: [any URLTaskReactor] = [],
         configuration: URLSessionConfiguration = URLSessionTransport.defaultConfiguration,
-        maxConcurrentTasks: Int? = nil,
+        maximumConcurrentTasks: Int? = nil,
         timeout: Duration? = nil,
         clock: any Clock<Duration> = ContinuousClock(),
         logger: Logger = .silent(label: "TaskKitHTTP"),
@@ -44,7 +44,7 @@ extension URLTaskManager {
     ) {
         self.init(
             interceptors: interceptors, reactors: reactors, transport: URLSessionTransport(configuration: configuration),
-            maxConcurrentTasks: maxConcurrentTasks, timeout: timeout, clock: clock, logger: logger,
+            maximumConcurrentTasks: maximumConcurrentTasks, timeout: timeout, clock: clock, logger: logger,
             metricsLabel: metricsLabel, tracing: tracing, shutdownGracePeriod: shutdownGracePeriod,
             coalescing: coalescing
         )

@@ -22,7 +22,7 @@ public enum URLTaskRetryDecision: Sendable, Hashable {
 
 /// What an interceptor knows about the attempt it adapts or judges.
 ///
-/// The counts are per interceptor: ``retriesSoFar`` and ``previousDelay`` only reflect the
+/// The counts are per interceptor: ``retriesMade`` and ``lastDelay`` only reflect the
 /// retries *this* interceptor asked for, so a replay requested by ``BearerTokenAuthenticator``
 /// does not use up the budget of an ``HTTPRetryPolicy`` (and the other way round).
 public struct URLTaskContext: Sendable {
@@ -32,9 +32,9 @@ public struct URLTaskContext: Sendable {
     /// How many times this interceptor has asked for the request to be sent again
     /// (``URLTaskRetryDecision/retry``, ``URLTaskRetryDecision/retryAfter(_:)`` or
     /// ``URLTaskRetryDecision/replay``).
-    public let retriesSoFar: Int
+    public let retriesMade: Int
     /// The delay of this interceptor's latest ``URLTaskRetryDecision/retryAfter(_:)``, if any.
-    public let previousDelay: Duration?
+    public let lastDelay: Duration?
     /// The manager's bare transport: requests sent through it bypass every interceptor (for
     /// example a token refresh).
     public let transport: any HTTPTransport
@@ -51,13 +51,13 @@ public struct URLTaskContext: Sendable {
     ///
     /// - Parameters:
     ///   - attempt: The 1-based attempt number of the request.
-    ///   - retriesSoFar: How many times this interceptor asked for another attempt. Default 0.
-    ///   - previousDelay: This interceptor's latest retry delay. Default `nil`.
+    ///   - retriesMade: How many times this interceptor asked for another attempt. Default 0.
+    ///   - lastDelay: This interceptor's latest retry delay. Default `nil`.
     ///   - transport: The bare transport.
-    public init(attempt: Int, retriesSoFar: Int = 0, previousDelay: Duration? = nil, transport: any HTTPTransport) {
+    public init(attempt: Int, retriesMade: Int = 0, lastDelay: Duration? = nil, transport: any HTTPTransport) {
         self.attempt = attempt
-        self.retriesSoFar = retriesSoFar
-        self.previousDelay = previousDelay
+        self.retriesMade = retriesMade
+        self.lastDelay = lastDelay
         self.transport = transport
     }
 }

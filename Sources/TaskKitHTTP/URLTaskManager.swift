@@ -58,7 +58,7 @@ public final class URLTaskManager: Sendable {
     ///   - transport: sends the requests: ``URLSessionTransport``, or on a server (and on Linux
     ///     for any server you do not control) `AsyncHTTPClientTransport` from
     ///     `TaskKitAsyncHTTPClient`.
-    ///   - maxConcurrentTasks: the most requests in flight at once; `nil` for no limit.
+    ///   - maximumConcurrentTasks: the most requests in flight at once; `nil` for no limit.
     ///   - timeout: the default deadline of each request; `nil` for none.
     ///   - clock: the clock for deadlines, delays and retry backoff.
     ///   - logger: receives each request's life at `.debug`; silent by default.
@@ -86,7 +86,7 @@ public final class URLTaskManager: Sendable {
         interceptors: [any URLTaskInterceptor] = [],
         reactors: [any URLTaskReactor] = [],
         transport: any HTTPTransport,
-        maxConcurrentTasks: Int? = nil,
+        maximumConcurrentTasks: Int? = nil,
         timeout: Duration? = nil,
         clock: any Clock<Duration> = ContinuousClock(),
         logger: Logger = .silent(label: "TaskKitHTTP"),
@@ -113,7 +113,7 @@ public final class URLTaskManager: Sendable {
         self.taskManager = TaskManager(
             interceptors: interceptors.map { $0 as any Interceptor },
             reactors: reactors.map { $0 as any Reactor },
-            maxConcurrentTasks: maxConcurrentTasks,
+            maximumConcurrentTasks: maximumConcurrentTasks,
             clock: clock,
             logger: logger,
             metricsLabel: metricsLabel,

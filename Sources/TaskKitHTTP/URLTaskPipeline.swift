@@ -79,7 +79,7 @@ final class URLTaskPipeline: Sendable {
             try Self.validate(request)
             for index in 0..<count {
                 var context = URLTaskContext(
-                    attempt: attempt, retriesSoFar: retries[index], previousDelay: delays[index], transport: transport
+                    attempt: attempt, retriesMade: retries[index], lastDelay: delays[index], transport: transport
                 )
                 context.metrics = metrics
                 request = try await interceptors[index].adapt(request, for: task, context: context)
@@ -108,7 +108,7 @@ final class URLTaskPipeline: Sendable {
             var decider = 0
             for index in 0..<count {
                 var context = URLTaskContext(
-                    attempt: attempt, retriesSoFar: retries[index], previousDelay: delays[index], transport: transport
+                    attempt: attempt, retriesMade: retries[index], lastDelay: delays[index], transport: transport
                 )
                 context.metrics = metrics
                 decision = try await interceptors[index].retry(request, for: task, dueTo: outcome, context: context)
@@ -255,8 +255,8 @@ extension BearerTokenAuthenticator: URLTaskInterceptor {
         context: URLTaskContext
     ) async throws -> URLTaskRetryDecision {
         guard case .success(let response) = outcome, response.statusCode == 401 else { return .doNotRetry }
-        guard context.retriesSoFar < maximumReplays else {
-            throw AuthenticationError.credentialRejected(replays: context.retriesSoFar)
+        guard context.retriesMade < maximumReplays else {
+            throw AuthenticationError.credentialRejected(replays: context.retriesMade)
         }
         try await handleUnauthorized(
             request, transport: context.transport, refreshStarted: context.refreshStarted
@@ -273,8 +273,8 @@ extension HTTPRetryPolicy: URLTaskInterceptor {
     ) async throws -> URLTaskRetryDecision {
         guard
             let delay = delay(
-                for: request, outcome: outcome.map(\.response), retriesSoFar: context.retriesSoFar,
-                previousDelay: context.previousDelay, now: currentDate()
+                for: request, outcome: outcome.map(\.response), retriesMade: context.retriesMade,
+                lastDelay: context.lastDelay, now: currentDate()
             )
         else { return .doNotRetry }
         return .retryAfter(delay)

@@ -7,7 +7,7 @@ import TaskKitHTTP
 /// application's `ServiceGroup` beside the server, and it shuts down with the application.
 ///
 /// ```swift
-/// let manager = TaskManager(maxConcurrentTasks: 8, shutdownGracePeriod: .seconds(20))
+/// let manager = TaskManager(maximumConcurrentTasks: 8, shutdownGracePeriod: .seconds(20))
 /// let group = ServiceGroup(
 ///     services: [server, manager], gracefulShutdownSignals: [.sigterm], logger: logger
 /// )

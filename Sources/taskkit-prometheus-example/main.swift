@@ -28,7 +28,7 @@ let profiles = KeyedMonoTask<Int, String>(
     if id % 7 == 6 { throw Flaky() }
     return "profile \(id)"
 }
-let jobs = TaskManager(maxConcurrentTasks: 2, metricsLabel: "jobs")
+let jobs = TaskManager(maximumConcurrentTasks: 2, metricsLabel: "jobs")
 
 for round in 1...rounds {
     await withTaskGroup(of: Void.self) { group in

@@ -73,12 +73,12 @@ struct CombineBridgeTests {
         let promise = CoPromise<Int>()
         let cancellable = promise.publisher().sink(receiveCompletion: { _ in }, receiveValue: { _ in })
         cancellable.cancel()
-        #expect(promise.isCanceled)
+        #expect(promise.isCancelled)
 
         let completed = CoFuture(value: 1)
         let afterwards = completed.publisher().sink(receiveCompletion: { _ in }, receiveValue: { _ in })
         afterwards.cancel()
-        #expect(!completed.isCanceled)
+        #expect(!completed.isCancelled)
     }
 
     @Test func subscribeCoFutureTakesTheFirstValueAndCancelsTheSubscription() async throws {
@@ -107,14 +107,14 @@ struct CombineBridgeTests {
         let future = subject.handleEvents(receiveCancel: { cancelled = true }).subscribeCoFuture()
         future.cancel()
         #expect(cancelled)
-        #expect(future.isCanceled)
+        #expect(future.isCancelled)
     }
 
     @Test func coFutureIsACancellable() {
         let promise = CoPromise<Int>()
         let cancellable: any Cancellable = promise
         cancellable.cancel()
-        #expect(promise.isCanceled)
+        #expect(promise.isCancelled)
     }
 }
 #endif

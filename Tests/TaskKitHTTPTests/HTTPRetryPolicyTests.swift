@@ -71,7 +71,7 @@ struct HTTPRetryPolicyTests {
         var generator = FixedGenerator(value: 0)
         let outcome: Result<HTTPURLResponse, any Error> = .success(makeResponse(status: 503))
         let delays = (0..<4).map {
-            noJitter.delay(for: makeRequest(), outcome: outcome, retriesSoFar: $0, using: &generator)
+            noJitter.delay(for: makeRequest(), outcome: outcome, retriesMade: $0, using: &generator)
         }
         #expect(delays == [.seconds(1), .seconds(2), .seconds(3), nil])
     }
@@ -82,7 +82,7 @@ struct HTTPRetryPolicyTests {
             retry: .count(count: 5, intervalProxy: .exponential(initial: .seconds(1), maximumDelay: .seconds(10), jitter: .full))
         )
         for _ in 0..<200 {
-            let delay = policy.delay(for: makeRequest(), outcome: .success(makeResponse(status: 500)), retriesSoFar: 2)
+            let delay = policy.delay(for: makeRequest(), outcome: .success(makeResponse(status: 500)), retriesMade: 2)
             #expect(delay != nil)
             #expect(delay! >= .zero && delay! <= .seconds(4))
         }
@@ -92,32 +92,32 @@ struct HTTPRetryPolicyTests {
     func retryAfterSeconds() {
         var generator = FixedGenerator(value: 0)
         let short = makeResponse(status: 429, headers: ["Retry-After": "2"])
-        #expect(noJitter.delay(for: makeRequest(), outcome: .success(short), retriesSoFar: 0, using: &generator) == .seconds(2))
+        #expect(noJitter.delay(for: makeRequest(), outcome: .success(short), retriesMade: 0, using: &generator) == .seconds(2))
         let long = makeResponse(status: 429, headers: ["Retry-After": "3600"])
-        #expect(noJitter.delay(for: makeRequest(), outcome: .success(long), retriesSoFar: 0, using: &generator) == .seconds(3))
+        #expect(noJitter.delay(for: makeRequest(), outcome: .success(long), retriesMade: 0, using: &generator) == .seconds(3))
         // A Retry-After shorter than the backoff does not shorten it.
         let tiny = makeResponse(status: 503, headers: ["Retry-After": "0"])
-        #expect(noJitter.delay(for: makeRequest(), outcome: .success(tiny), retriesSoFar: 1, using: &generator) == .seconds(2))
+        #expect(noJitter.delay(for: makeRequest(), outcome: .success(tiny), retriesMade: 1, using: &generator) == .seconds(2))
         // Ignored when the policy says so.
         var ignoring = noJitter
         ignoring.honoursRetryAfter = false
-        #expect(ignoring.delay(for: makeRequest(), outcome: .success(short), retriesSoFar: 0, using: &generator) == .seconds(1))
+        #expect(ignoring.delay(for: makeRequest(), outcome: .success(short), retriesMade: 0, using: &generator) == .seconds(1))
     }
 
     @Test("without a cap in the retry count, Retry-After is bounded by delayCeiling (60 s by default)")
     func retryAfterWithoutCapIsBoundedByTheCeiling() {
         let day = makeResponse(status: 429, headers: ["Retry-After": "86400"])
         let literal = HTTPRetryPolicy(retry: 3)  // no interval proxy cap
-        #expect(literal.delay(for: makeRequest(), outcome: .success(day), retriesSoFar: 0) == .seconds(60))
+        #expect(literal.delay(for: makeRequest(), outcome: .success(day), retriesMade: 0) == .seconds(60))
         let short = makeResponse(status: 429, headers: ["Retry-After": "5"])
-        #expect(literal.delay(for: makeRequest(), outcome: .success(short), retriesSoFar: 0) == .seconds(5))
+        #expect(literal.delay(for: makeRequest(), outcome: .success(short), retriesMade: 0) == .seconds(5))
         let tight = HTTPRetryPolicy(retry: 3, delayCeiling: .seconds(2))
-        #expect(tight.delay(for: makeRequest(), outcome: .success(day), retriesSoFar: 0) == .seconds(2))
+        #expect(tight.delay(for: makeRequest(), outcome: .success(day), retriesMade: 0) == .seconds(2))
         // A cap of the retry's own proxy takes precedence over the ceiling.
         let capped = HTTPRetryPolicy(
             retry: .count(count: 3, intervalProxy: .fixed(.seconds(1)).capped(at: .seconds(300))), delayCeiling: .seconds(2)
         )
-        #expect(capped.delay(for: makeRequest(), outcome: .success(day), retriesSoFar: 0) == .seconds(300))
+        #expect(capped.delay(for: makeRequest(), outcome: .success(day), retriesMade: 0) == .seconds(300))
         #expect(HTTPRetryPolicy().delayCeiling == HTTPRetryPolicy.defaultDelayCeiling)
     }
 
@@ -126,14 +126,14 @@ struct HTTPRetryPolicyTests {
         var generator = FixedGenerator(value: 0)
         let now = Date(timeIntervalSince1970: 784_111_777)  // Sun, 06 Nov 1994 08:49:37 GMT
         let response = makeResponse(status: 503, headers: ["Retry-After": "Sun, 06 Nov 1994 08:49:39 GMT"])
-        let delay = noJitter.delay(for: makeRequest(), outcome: .success(response), retriesSoFar: 0, now: now, using: &generator)
+        let delay = noJitter.delay(for: makeRequest(), outcome: .success(response), retriesMade: 0, now: now, using: &generator)
         #expect(delay == .seconds(2))
     }
 
     @Test("never retries with RetryCount.never")
     func never() {
         let policy = HTTPRetryPolicy(retry: .never)
-        #expect(policy.delay(for: makeRequest(), outcome: .success(makeResponse(status: 503)), retriesSoFar: 0) == nil)
+        #expect(policy.delay(for: makeRequest(), outcome: .success(makeResponse(status: 503)), retriesMade: 0) == nil)
     }
 
     @Test("a negative retry count is rejected naming the value")

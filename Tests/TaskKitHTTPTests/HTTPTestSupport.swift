@@ -162,59 +162,6 @@ final class HTTPTestRecordingInterceptor: URLTaskInterceptor {
     }
 }
 
-/// A swift-log handler that keeps every record, and counts metadata writes.
-struct HTTPTestCapturingLogHandler: LogHandler {
-    struct Record: Sendable {
-        var level: Logger.Level
-        var message: String
-        var metadata: Logger.Metadata
-    }
-
-    final class Store: Sendable {
-        let records = LockedState<[Record]>([])
-        let metadataWrites = LockedState(0)
-
-        var all: [Record] { records.withLock { $0 } }
-        var events: [String] { all.compactMap { $0.metadata["event"].map { "\($0)" } } }
-    }
-
-    let store: Store
-    var logLevel: Logger.Level
-    var metadataStorage: Logger.Metadata = [:]
-
-    init(store: Store, level: Logger.Level) {
-        self.store = store
-        self.logLevel = level
-    }
-
-    var metadata: Logger.Metadata {
-        get { metadataStorage }
-        set {
-            store.metadataWrites.withLock { $0 += 1 }
-            metadataStorage = newValue
-        }
-    }
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadataStorage[key] }
-        set {
-            store.metadataWrites.withLock { $0 += 1 }
-            metadataStorage[key] = newValue
-        }
-    }
-
-    func log(event: LogEvent) {
-        let merged = metadataStorage.merging(event.metadata ?? [:]) { $1 }
-        store.records.withLock { $0.append(Record(level: event.level, message: event.message.description, metadata: merged)) }
-    }
-
-    static func logger(level: Logger.Level) -> (Logger, Store) {
-        let store = Store()
-        let logger = Logger(label: "TaskKitHTTPTests") { _ in HTTPTestCapturingLogHandler(store: store, level: level) }
-        return (logger, store)
-    }
-}
-
 /// A retry policy without jitter: delays 1 s, 2 s, then capped at 3 s.
 func httpTestRetryPolicy(count: Int = 3, jitter: IntervalProxy.Jitter = .none) -> HTTPRetryPolicy {
     HTTPRetryPolicy(

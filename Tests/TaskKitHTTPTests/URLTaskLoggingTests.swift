@@ -17,7 +17,7 @@ struct URLTaskLoggingTests {
     @Test("each request's life is logged at .debug with an event key: adapted, sent, replayed, retried, completed")
     func lifeIsLogged() async throws {
         try await withHTTPTestServer(knobs: httpTestKnobs { $0.failuresBeforeSuccess = 1 }) { server in
-            let (logger, store) = HTTPTestCapturingLogHandler.logger(level: .debug)
+            let (logger, store) = CapturingLogHandler.logger(level: .debug)
             let clock = ManualClock()
             let token = await server.issueToken()
             let authenticator = BearerTokenAuthenticator(
@@ -57,7 +57,7 @@ struct URLTaskLoggingTests {
     func errorIsLogged() async throws {
         let stopped = try RefusingPort()
         let url = stopped.url("/hello")
-        let (logger, store) = HTTPTestCapturingLogHandler.logger(level: .trace)
+        let (logger, store) = CapturingLogHandler.logger(level: .trace)
         let manager = URLTaskManager(transport: URLSessionTransport(), logger: logger)
         await #expect(throws: URLError.self) { _ = try await manager.data(for: URLRequest(url: url)) }
         let sent = try #require(store.all.first { $0.metadata["event"] == "sent" })
@@ -80,7 +80,7 @@ struct URLTaskLoggingTests {
             func execute() async throws {}
         }
         try await withHTTPTestServer { server in
-            let (logger, store) = HTTPTestCapturingLogHandler.logger(level: .debug)
+            let (logger, store) = CapturingLogHandler.logger(level: .debug)
             let manager = URLTaskManager(
                 reactors: [URLTaskLoggingTestsRequeueOnce()], transport: URLSessionTransport(), logger: logger
             )
@@ -97,14 +97,14 @@ struct URLTaskLoggingTests {
     @Test("above .debug nothing is logged and no metadata is built")
     func silentAboveDebug() async throws {
         try await withHTTPTestServer { server in
-            let (logger, store) = HTTPTestCapturingLogHandler.logger(level: .info)
+            let (logger, store) = CapturingLogHandler.logger(level: .info)
             let manager = URLTaskManager(
                 interceptors: [httpTestRetryPolicy()], transport: URLSessionTransport(), logger: logger
             )
-            let writesBefore = store.metadataWrites.withLock { $0 }
+            let writesBefore = store.metadataWriteCount
             for _ in 0..<5 { _ = try await manager.data(for: URLRequest(url: server.url("/hello"))) }
             #expect(store.all.isEmpty)
-            #expect(store.metadataWrites.withLock { $0 } == writesBefore)
+            #expect(store.metadataWriteCount == writesBefore)
         }
     }
 

@@ -335,7 +335,7 @@ struct URLTaskManagerServerTests {
     @Test("50 concurrent requests under a concurrency limit all complete", arguments: HTTPTestTransport.allCases)
     func concurrencyLimit(_ transport: HTTPTestTransport) async throws {
         try await withHTTPTestServer { server in
-            let manager = URLTaskManager(transport: transport.make(), maxConcurrentTasks: 4)
+            let manager = URLTaskManager(transport: transport.make(), maximumConcurrentTasks: 4)
             let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
                 for _ in 0..<50 {
                     group.addTask { try await manager.data(for: URLRequest(url: server.url("/hello"))).1.statusCode }

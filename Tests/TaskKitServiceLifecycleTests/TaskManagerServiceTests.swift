@@ -21,7 +21,7 @@ import FoundationNetworking
 @Suite(.serialized, .scaledTimeLimit(minutes: 1))
 struct TaskManagerServiceTests {
     @Test func onSIGUSR1RunningAndQueuedTasksFinishNewOnesAreRefused() async throws {
-        let manager = TaskManager(maxConcurrentTasks: 1, shutdownGracePeriod: .seconds(3_600))
+        let manager = TaskManager(maximumConcurrentTasks: 1, shutdownGracePeriod: .seconds(3_600))
         let gate = TestGate()
         let first = Task { try await manager.value { await gate.wait(); return 1 } }
         // The first holds the only slot before the second is added: otherwise the second could

@@ -7,7 +7,7 @@ extension CoFuture {
     /// promptly, and the future itself is **not** cancelled: other observers and awaiters still
     /// get its result. (To cancel the work when the awaiter goes away, call ``cancel()``
     /// yourself, e.g. from `withTaskCancellationHandler`.) A cancelled future throws
-    /// ``CoFutureError/canceled``.
+    /// ``CoFutureError/cancelled``.
     ///
     /// ```swift
     /// let user = try await fetchUser(id: 42).value

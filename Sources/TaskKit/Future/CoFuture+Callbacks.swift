@@ -45,7 +45,7 @@ enum FutureCallback<Value: Sendable>: Sendable {
     case result(@Sendable (Result<Value, any Error>) -> Void)
     case success(@Sendable (Value) -> Void)
     case failure(@Sendable (any Error) -> Void)
-    case canceled(@Sendable () -> Void)
+    case cancelled(@Sendable () -> Void)
     /// Complete another future with the same result (flatMap's inner future, CoPromise forwarding).
     case forward(CoFuture<Value>)
     /// Feed a derived future (map, flatMap, recover…): the function receives the derived
@@ -64,7 +64,7 @@ enum FutureCallback<Value: Sendable>: Sendable {
             if case .success(let value) = result { callback(value) }
         case .failure(let callback):
             if case .failure(let error) = result { callback(error) }
-        case .canceled(let callback):
+        case .cancelled(let callback):
             if case .failure(let error) = result, error.isCoFutureCancellation { callback() }
         case .forward, .transform:
             return false
@@ -80,7 +80,7 @@ enum FutureCallback<Value: Sendable>: Sendable {
             future.completeAndDrain(result, into: &queue)
         case .transform(let step):
             step(result, into: &queue)
-        case .result, .success, .failure, .canceled:
+        case .result, .success, .failure, .cancelled:
             break  // ran above
         }
     }

@@ -31,7 +31,7 @@ extension CoFuture {
     /// inner future's result. A failure passes through unchanged. Cancelling the new future
     /// cancels this future while it is pending, and the inner future once it exists. If
     /// `transform` returns the new future itself, which could never complete, the new future
-    /// completes with ``CoFutureError/canceled``.
+    /// completes with ``CoFutureError/cancelled``.
     ///
     /// - Parameter transform: Starts the next asynchronous step from the success value.
     /// - Returns: The derived future.
@@ -48,7 +48,7 @@ extension CoFuture {
 
     /// Returns a future whose error is transformed by `transform`.
     ///
-    /// Success values pass through. Cancellation (``CoFutureError/canceled``) passes through
+    /// Success values pass through. Cancellation (``CoFutureError/cancelled``) passes through
     /// unchanged too, so that cancelling stays visible along the chain.
     ///
     /// - Parameter transform: Maps the error.
@@ -71,7 +71,7 @@ extension CoFuture {
     /// Returns a future that replaces a failure with the result of the future `transform` returns.
     ///
     /// Cancellation is not recovered: it passes through unchanged. If `transform` returns the
-    /// new future itself, the new future completes with ``CoFutureError/canceled``.
+    /// new future itself, the new future completes with ``CoFutureError/cancelled``.
     ///
     /// - Parameter transform: Starts an asynchronous fallback from the error.
     /// - Returns: The derived future.
@@ -84,7 +84,7 @@ extension CoFuture {
     /// Returns a future of this future's whole result transformed by `transform`.
     ///
     /// `transform` runs once, when this future completes, with its result: a success, a failure,
-    /// or `.failure(CoFutureError.canceled)` if this future was cancelled. The new future
+    /// or `.failure(CoFutureError.cancelled)` if this future was cancelled. The new future
     /// completes with what `transform` returns. If the new future is cancelled first, `transform`
     /// does not run. Cancelling the new future cancels this one.
     ///
@@ -110,10 +110,10 @@ extension CoFuture {
     /// result.
     ///
     /// `transform` runs once, when this future completes, with its result (a cancelled future
-    /// passes `.failure(CoFutureError.canceled)`); the new future then completes with the inner
+    /// passes `.failure(CoFutureError.cancelled)`); the new future then completes with the inner
     /// future's result. Cancelling the new future cancels this future while it is pending, and
     /// the inner future once it exists. If `transform` returns the new future itself, the new
-    /// future completes with ``CoFutureError/canceled``.
+    /// future completes with ``CoFutureError/cancelled``.
     ///
     /// - Parameter transform: Starts the next asynchronous step from the result.
     /// - Returns: The derived future.
@@ -208,7 +208,7 @@ class DerivedFuture<Value: Sendable>: TypedFuture<Value, Value?>, @unchecked Sen
         guard inner !== self else {
             // A future told to wait for itself could never complete: it is cancelled instead,
             // so that nothing derived from it waits for ever (or holds it in a cycle).
-            completeAndDrain(.failure(CoFutureError.canceled), into: &queue)
+            completeAndDrain(.failure(CoFutureError.cancelled), into: &queue)
             return
         }
         if relinkUpstream(to: inner) {

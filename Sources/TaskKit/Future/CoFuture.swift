@@ -5,7 +5,7 @@ import Synchronization
 ///
 /// A `CoFuture` is completed exactly once, with a success value or an error. You observe it with
 /// callbacks (``whenComplete(_:)``, ``whenSuccess(_:)``, ``whenFailure(_:)``,
-/// ``whenCanceled(_:)``), derive new futures from it (``map(_:)``, ``flatMap(_:)`` and their error
+/// ``whenCancelled(_:)``), derive new futures from it (``map(_:)``, ``flatMap(_:)`` and their error
 /// counterparts), await it (``value``), or cancel it (``cancel()``). Complete one through its
 /// subclass ``CoPromise``.
 ///
@@ -13,7 +13,7 @@ import Synchronization
 /// func fetchUser(id: Int) -> CoFuture<User> {
 ///     let promise = CoPromise<User>()
 ///     let request = api.loadUser(id: id) { result in promise.complete(with: result) }
-///     promise.whenCanceled { request.cancel() }   // cancelling the future cancels the request
+///     promise.whenCancelled { request.cancel() }   // cancelling the future cancels the request
 ///     return promise
 /// }
 ///
@@ -29,11 +29,11 @@ import Synchronization
 ///   runs on the thread that completes it; a callback added to a completed future runs at once
 ///   on the caller's thread. No lock is held while any callback runs.
 /// - **Cancellation runs through the chain.** ``cancel()`` completes a pending future with
-///   ``CoFutureError/canceled``, runs its ``whenCanceled(_:)`` handlers, and cancels the future
+///   ``CoFutureError/cancelled``, runs its ``whenCancelled(_:)`` handlers, and cancels the future
 ///   it was derived from, and so on up the chain; the other futures derived from those are
 ///   cancelled in turn, because the cancellation error flows down to them.
 /// - **Nothing waits forever.** A pending future that is deallocated (typically a ``CoPromise``
-///   dropped by its producer) completes its observers with ``CoFutureError/canceled``.
+///   dropped by its producer) completes its observers with ``CoFutureError/cancelled``.
 ///   Futures derived from a promise do not keep it alive, so holding them does not keep an
 ///   abandoned promise alive (see *Ownership* below).
 /// - **Bounded stack depth.** Completing a chain of any length, or a future with any number of
@@ -65,7 +65,7 @@ import Synchronization
 ///   released after the lock is released, so no `deinit` (which may run callbacks) runs under it.
 ///
 /// So a chain hanging off an abandoned promise is freed: the promise deinitialises, completes
-/// its derived futures with ``CoFutureError/canceled``, each drops its link as it completes, and
+/// its derived futures with ``CoFutureError/cancelled``, each drops its link as it completes, and
 /// the callback lists empty as they run.
 ///
 /// `CoFuture` is `Hashable` by identity.
@@ -192,13 +192,13 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
         completeOrphans()
     }
 
-    /// Runs the callbacks of a future deallocated while pending with ``CoFutureError/canceled``.
+    /// Runs the callbacks of a future deallocated while pending with ``CoFutureError/cancelled``.
     @usableFromInline
     final func completeOrphans() {
         var orphans = CallbackBatch<Value>()
         guard lock.withLock(self, { machine.abandon(into: &orphans) }) else { return }
         var queue = DrainQueue()
-        run(&orphans, with: .failure(CoFutureError.canceled), into: &queue)
+        run(&orphans, with: .failure(CoFutureError.cancelled), into: &queue)
         queue.drainAll()
     }
 
@@ -210,17 +210,17 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
         isCompletedBit ? storedResult : nil
     }
 
-    /// Whether the future completed with ``CoFutureError/canceled``.
+    /// Whether the future completed with ``CoFutureError/cancelled``.
     @inlinable
-    public final var isCanceled: Bool {
+    public final var isCancelled: Bool {
         guard case .failure(let error) = result else { return false }
         return error.isCoFutureCancellation
     }
 
     /// Cancels this future and the chain it was derived from.
     ///
-    /// If the future is pending, it completes with ``CoFutureError/canceled``: its
-    /// ``whenCanceled(_:)`` handlers and other callbacks run, then the future it was derived from
+    /// If the future is pending, it completes with ``CoFutureError/cancelled``: its
+    /// ``whenCancelled(_:)`` handlers and other callbacks run, then the future it was derived from
     /// (its `map`/`flatMap` source, the inner future a `flatMap` waits for, or the future a
     /// ``CoPromise`` was told to forward) is cancelled in the same way, up the whole chain.
     /// Futures derived from those receive the cancellation error as their result.
@@ -261,12 +261,12 @@ public class CoFuture<Value: Sendable>: @unchecked Sendable {
         add(.failure(callback))
     }
 
-    /// Adds a callback that runs if the future is cancelled (completes with ``CoFutureError/canceled``).
+    /// Adds a callback that runs if the future is cancelled (completes with ``CoFutureError/cancelled``).
     ///
     /// - Parameter callback: The callback that is called on cancellation.
     @inlinable
-    public final func whenCanceled(_ callback: @escaping @Sendable () -> Void) {
-        add(.canceled(callback))
+    public final func whenCancelled(_ callback: @escaping @Sendable () -> Void) {
+        add(.cancelled(callback))
     }
 
     // MARK: - Internals shared by the transforms, the promise and the async bridge
@@ -510,9 +510,9 @@ extension CoFuture: CancellableFuture {
 
     @usableFromInline
     final func cancelReturningUpstream() -> (any CancellableFuture)? {
-        let (canceled, next) = lock.withLock(self) { () -> (Bool, (AnyObject & Sendable)?) in
-            guard case .canceled(let link) = machine.cancel() else { return (false, nil) }
-            store(.failure(CoFutureError.canceled))
+        let (cancelled, next) = lock.withLock(self) { () -> (Bool, (AnyObject & Sendable)?) in
+            guard case .cancelled(let link) = machine.cancel() else { return (false, nil) }
+            store(.failure(CoFutureError.cancelled))
             publishPhase()
             switch link {
             case .none: return (true, nil)
@@ -520,7 +520,7 @@ extension CoFuture: CancellableFuture {
             case .weak: return (true, weakUpstream)  // a retain at most; released after unlocking
             }
         }
-        guard canceled else { return nil }
+        guard cancelled else { return nil }
         var queue = DrainQueue()
         drain(into: &queue)
         queue.drainAll()
@@ -569,7 +569,7 @@ extension CoFuture {
             }
             completeAndRunCallbacks(result)
         }
-        add(.canceled { task.cancel() })
+        add(.cancelled { task.cancel() })
     }
 
     /// Calls `promise` at once with a callback that completes the returned future.
@@ -624,9 +624,9 @@ extension UpstreamLink {
 }
 
 extension Error {
-    /// Whether this error is ``CoFutureError/canceled``.
+    /// Whether this error is ``CoFutureError/cancelled``.
     @inlinable
     var isCoFutureCancellation: Bool {
-        (self as? CoFutureError) == .canceled
+        (self as? CoFutureError) == .cancelled
     }
 }

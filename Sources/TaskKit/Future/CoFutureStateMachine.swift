@@ -11,7 +11,7 @@
 ///             complete / cancel            takeNextBatch / settleIfDrained
 ///   pending ──────────────────────▶ draining ─────────────────────────▶ settled
 ///      │      (batch taken at once, if requested and empty) ──────────────▲
-///      └── abandon (deinit): batch handed out to run with `.canceled`
+///      └── abandon (deinit): batch handed out to run with `.cancelled`
 /// ```
 ///
 /// - **pending**: callbacks are stored; the upstream link (what ``CoFuture/cancel()`` cancels
@@ -104,16 +104,16 @@ struct CoFutureStateMachine<Value: Sendable>: Sendable {
     enum CancelAction: Sendable {
         /// Already completed: cancelling does nothing.
         case ignored
-        /// The future is now completed (the caller sets `.canceled` and drains); `next` is the
+        /// The future is now completed (the caller sets `.cancelled` and drains); `next` is the
         /// link to cancel next, up the chain.
-        case canceled(next: UpstreamLink)
+        case cancelled(next: UpstreamLink)
     }
 
     @inlinable
     mutating func cancel() -> CancelAction {
         guard phase == .pending else { return .ignored }
         phase = .draining
-        return .canceled(next: upstream.take())
+        return .cancelled(next: upstream.take())
     }
 
     // MARK: - The upstream link
@@ -131,7 +131,7 @@ struct CoFutureStateMachine<Value: Sendable>: Sendable {
     // MARK: - Abandonment
 
     /// The future is being deallocated while pending (a ``CoPromise`` dropped by its producer):
-    /// moves every callback into `batch`, to run with ``CoFutureError/canceled``; returns
+    /// moves every callback into `batch`, to run with ``CoFutureError/cancelled``; returns
     /// whether there were any.
     @inlinable
     mutating func abandon(into batch: inout CallbackBatch<Value>) -> Bool {

@@ -8,7 +8,7 @@
 /// ```
 ///
 /// A promise that is released without being completed completes its observers (and the futures
-/// derived from it) with ``CoFutureError/canceled``, so nobody waits forever.
+/// derived from it) with ``CoFutureError/cancelled``, so nobody waits forever.
 public final class CoPromise<Value: Sendable>: CoFuture<Value>, @unchecked Sendable {
     // Restates CoFuture's `@unchecked Sendable`: CoPromise's one stored property,
     // `weakUpstreamTarget`, is guarded by the lock like the rest (see CoFuture).

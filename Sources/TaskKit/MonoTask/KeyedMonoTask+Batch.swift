@@ -1,3 +1,5 @@
+import Logging
+
 extension KeyedMonoTask {
     /// Creates a cache that loads the values of many keys in one call of `batchLoad`.
     ///
@@ -40,10 +42,10 @@ extension KeyedMonoTask {
     /// - Parameters:
     ///   - maximumEntries: The most entries held, cached or loading; must be greater than 0.
     ///   - maximumCost: With `cost`, the most total cost of the cached values, as for
-    ///     ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:retry:clock:metricsLabel:tracing:cost:load:)``;
+    ///     ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:retry:clock:logger:metricsLabel:tracing:cost:load:)``;
     ///     `nil` (default): no cost bound. Must not be negative; given together with `cost`.
     ///   - resultExpireDuration: How long a success stays fresh, counted from its batch's end.
-    ///     As for ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:retry:clock:metricsLabel:tracing:cost:load:)``.
+    ///     As for ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:retry:clock:logger:metricsLabel:tracing:cost:load:)``.
     ///   - staleWhileRevalidate: As for the loader of one key; the refreshes are batched too.
     ///   - retry: How a failed batch is retried, as a whole. Default: no retry.
     ///   - maximumBatchSize: The most keys in one call of `batchLoad`; must be greater than 0.
@@ -51,6 +53,8 @@ extension KeyedMonoTask {
     ///     batch goes at once). Default `.zero`: no wait beyond letting the asking tasks run on.
     ///     Must not be negative.
     ///   - clock: The clock for expiry, the batch window and the retry backoff.
+    ///   - logger: Receives a debug message per failed batch and per retry of a batch. Default:
+    ///     silent.
     ///   - metricsLabel: As for the loader of one key; a batch also counts
     ///     `taskkit_keyed_batches` and records its size in `taskkit_keyed_batch_keys`.
     ///   - tracing: As for the loader of one key, with one span per batch (see *Context*).
@@ -68,6 +72,7 @@ extension KeyedMonoTask {
         maximumBatchSize: Int,
         batchWindow: Duration = .zero,
         clock: some Clock<Duration> = CoarseContinuousClock(),
+        logger: Logger = .silent(label: "TaskKit.KeyedMonoTask"),
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
         cost: (@Sendable (Key, Value) -> Int)? = nil,
@@ -82,7 +87,7 @@ extension KeyedMonoTask {
         self.init(
             entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
             staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, costOf: cost,
-            metricsLabel: metricsLabel, tracing: tracing, loader: .batch(batcher)
+            logger: logger, metricsLabel: metricsLabel, tracing: tracing, loader: .batch(batcher)
         )
     }
 
@@ -179,10 +184,12 @@ extension KeyedMonoTask {
             } catch {
                 guard let delay = schedule.nextDelay(using: &generator) else {
                     outcome = .failure(error)
+                    logger.debug("KeyedMonoTask: batch load of \(keys.count) keys failed: \(error)")
                     break
                 }
                 batcher.recordRetry()
                 span.retried()
+                logger.debug("KeyedMonoTask: batch load of \(keys.count) keys retries after \(delay)")
                 if delay > .zero {
                     // This task is never cancelled, so the sleep ends at its deadline.
                     try? await time.sleep(for: delay)

@@ -1,4 +1,5 @@
 import CoreMetrics
+import Logging
 
 /// ``MonoTask`` for many keys: a bounded, single-flight async loading cache.
 ///
@@ -72,6 +73,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     @usableFromInline let cost: (@Sendable (Key, Value) -> Int)?
     /// The metric objects, with a `metricsLabel`; `nil` (no metric objects) without.
     @usableFromInline let metrics: MonoTaskMetrics?
+    /// Receives a debug message per failed load and per retry.
+    @usableFromInline let logger: Logger
     /// The tracing seam, with a `tracing:` other than `.none`; `nil` (no span, no context) without.
     let tracer: (any TaskTracer)?
     /// Whether `tracer` is set (what the inlinable load path checks: the tracer's type is not
@@ -107,6 +110,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///     ``CoarseContinuousClock/minimumResolution``, a few milliseconds), which makes a hit
     ///     about twice as fast as a precise read: expiry is exact to within a tick or two. Pass
     ///     `ContinuousClock()` where durations below a few milliseconds must be exact.
+    ///   - logger: Receives a debug message per failed load and per retry, with the key as the
+    ///     `key` metadata (nothing on the hit path). Default: silent.
     ///   - metricsLabel: With a label, the cache reports through the bootstrapped swift-metrics
     ///     `MetricsSystem` with the dimension `("name", metricsLabel)`: ``MonoTask``'s metric
     ///     names (a load is a run) and `taskkit_keyed_evictions` (see <doc:RunningOnAServer>).
@@ -128,6 +133,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         staleWhileRevalidate: Duration = .zero,
         retry: RetryCount = .never,
         clock: some Clock<Duration> = CoarseContinuousClock(),
+        logger: Logger = .silent(label: "TaskKit.KeyedMonoTask"),
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
         cost: (@Sendable (Key, Value) -> Int)? = nil,
@@ -136,7 +142,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         self.init(
             entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
             staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, costOf: cost,
-            metricsLabel: metricsLabel, tracing: tracing, loader: .single(load)
+            logger: logger, metricsLabel: metricsLabel, tracing: tracing, loader: .single(load)
         )
     }
 
@@ -154,6 +160,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         retry: RetryCount,
         clock: some Clock<Duration>,
         costOf cost: (@Sendable (Key, Value) -> Int)?,
+        logger: Logger,
         metricsLabel: String?,
         tracing: TaskTracing,
         loader: Loader
@@ -193,6 +200,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             maximumEntries: maximumEntries, timeToLive: resultExpireDuration,
             staleWhileRevalidate: staleWhileRevalidate, retry: keyRetry, maximumCost: maximumCost
         )
+        self.logger = logger
         let shardCount = Self.shardCount(maximumEntries: maximumEntries)
         let occupancy = KeyedMonoTaskOccupancy()
         self.occupancy = occupancy
@@ -554,6 +562,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             switch consume action {
             case .retry(let delay):
                 span.retried()
+                logger.debug("KeyedMonoTask: load retries after \(delay)", metadata: ["key": "\(key)"])
                 if delay > .zero {
                     // This task is never cancelled, so the sleep ends at its deadline.
                     try? await time.sleep(for: delay)
@@ -561,6 +570,11 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                 shards.withLock(state) { $0.retryDue(generation: generation) }
             case .finish(let waiters, let result, let next, let released):
                 if let metrics { metrics.recordRun(duration: .nanoseconds(now &- started), result: result) }
+                if case .failure(let error) = result {
+                    logger.debug(
+                        "KeyedMonoTask: load failed: \(error)", metadata: ["key": "\(key)", "callers": "\(waiters.count)"]
+                    )
+                }
                 span.finished(result, callers: waiters.count)
                 finish(waiters: waiters, result: result, next: next, released: released, in: state)
                 return

@@ -51,10 +51,10 @@ public enum RetryCount: Sendable, Hashable, ExpressibleByIntegerLiteral {
         }
     }
 
-    /// Whether another retry is allowed after `retriesSoFar` retries have been made.
-    public func allowsRetry(after retriesSoFar: Int) -> Bool {
+    /// Whether another retry is allowed after `retriesMade` retries have been made.
+    public func allowsRetry(after retriesMade: Int) -> Bool {
         guard let maximumRetries else { return true }
-        return retriesSoFar < maximumRetries
+        return retriesMade < maximumRetries
     }
 
     /// A fresh schedule that hands out the delay of each successive retry.

@@ -12,7 +12,7 @@ import Logging
 ///    combined ``InterceptCommand`` executes it, holds it in a batch, or discards it. While a
 ///    reaction with ``ReactorConfiguration/suspendsTaskQueue`` runs, tasks wait *before*
 ///    interception.
-/// 3. **Execution**: when fewer than `maxConcurrentTasks` tasks execute and the queue is not
+/// 3. **Execution**: when fewer than `maximumConcurrentTasks` tasks execute and the queue is not
 ///    suspended, each interceptor's ``Interceptor/adapt(task:)`` runs, then the task's
 ///    ``ManagedTask/execute()``, in a new Swift task.
 /// 4. **Reaction**: every ``Reactor`` is asked whether the result calls for it; matching
@@ -54,7 +54,7 @@ public final class TaskManager: Sendable {
     ///   - interceptors: see every task before it executes, in this order.
     ///   - reactors: are asked about every result, in this order. Their
     ///     ``Reactor/configuration`` is read once, here.
-    ///   - maxConcurrentTasks: the most tasks executing at once; `nil` (the default) for no limit.
+    ///   - maximumConcurrentTasks: the most tasks executing at once; `nil` (the default) for no limit.
     ///   - clock: the clock for `after:` delays, deadlines and reactor timeouts.
     ///   - logger: receives trace and debug messages; silent by default. Whether it receives the
     ///     per-task trace messages is decided from its level when the manager is made.
@@ -71,12 +71,12 @@ public final class TaskManager: Sendable {
     ///   - shutdownGracePeriod: how long ``shutDown()`` (and a swift-service-lifecycle graceful
     ///     shutdown, with `TaskKitServiceLifecycle`) lets started tasks finish, on `clock`,
     ///     before it cancels what remains. Default: 10 seconds.
-    /// - Precondition: `maxConcurrentTasks`, when given, is at least 1; `shutdownGracePeriod` is
+    /// - Precondition: `maximumConcurrentTasks`, when given, is at least 1; `shutdownGracePeriod` is
     ///   not negative.
     public init(
         interceptors: [any Interceptor] = [],
         reactors: [any Reactor] = [],
-        maxConcurrentTasks: Int? = nil,
+        maximumConcurrentTasks: Int? = nil,
         clock: any Clock<Duration> = ContinuousClock(),
         logger: Logger = .silent(label: "TaskKit.TaskManager"),
         metricsLabel: String? = nil,
@@ -88,14 +88,14 @@ public final class TaskManager: Sendable {
             "TaskManager: shutdownGracePeriod must be >= 0, got \(shutdownGracePeriod)"
         )
         self.shutdownGracePeriod = shutdownGracePeriod
-        if let maxConcurrentTasks {
+        if let maximumConcurrentTasks {
             precondition(
-                maxConcurrentTasks >= 1,
-                "TaskManager: maxConcurrentTasks must be >= 1 or nil, got \(maxConcurrentTasks)"
+                maximumConcurrentTasks >= 1,
+                "TaskManager: maximumConcurrentTasks must be >= 1 or nil, got \(maximumConcurrentTasks)"
             )
         }
         storage = TaskManagerStorage(
-            interceptors: interceptors, reactors: reactors, maxConcurrentTasks: maxConcurrentTasks,
+            interceptors: interceptors, reactors: reactors, maximumConcurrentTasks: maximumConcurrentTasks,
             clock: clock, logger: logger,
             metrics: metricsLabel.map { TaskManagerMetrics(label: $0, clock: clock) },
             tracer: tracing.tracer

@@ -227,11 +227,11 @@ struct TaskManagerStateMachine<Payload, Job> {
     /// - Parameters:
     ///   - interceptorCount: how many interceptors the manager has.
     ///   - reactorConfigurations: each reactor's configuration, by index.
-    ///   - maxConcurrentTasks: the most executions at once; `nil` for no limit.
-    init(interceptorCount: Int, reactorConfigurations: [ReactorConfiguration], maxConcurrentTasks: Int?) {
+    ///   - maximumConcurrentTasks: the most executions at once; `nil` for no limit.
+    init(interceptorCount: Int, reactorConfigurations: [ReactorConfiguration], maximumConcurrentTasks: Int?) {
         self.interceptorCount = interceptorCount
         self.reactorConfigurations = reactorConfigurations
-        self.maximumRunning = maxConcurrentTasks ?? Int.max
+        self.maximumRunning = maximumConcurrentTasks ?? Int.max
         self.batches = Array(repeating: [], count: interceptorCount)
         self.batchCounts = Array(repeating: 0, count: interceptorCount)
         self.reactions = Array(repeating: nil, count: reactorConfigurations.count)

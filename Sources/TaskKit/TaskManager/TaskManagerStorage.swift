@@ -71,7 +71,7 @@ final class TaskManagerStorage: Sendable {
     }
 
     init(
-        interceptors: [any Interceptor], reactors: [any Reactor], maxConcurrentTasks: Int?,
+        interceptors: [any Interceptor], reactors: [any Reactor], maximumConcurrentTasks: Int?,
         clock: any Clock<Duration>, logger: Logger, metrics: TaskManagerMetrics? = nil,
         tracer: (any TaskTracer)? = nil
     ) {
@@ -88,7 +88,7 @@ final class TaskManagerStorage: Sendable {
         self.tracesTasks = logger.logLevel <= .trace
         self.state = LockedState(State(machine: Machine(
             interceptorCount: interceptors.count, reactorConfigurations: configurations,
-            maxConcurrentTasks: maxConcurrentTasks
+            maximumConcurrentTasks: maximumConcurrentTasks
         )))
     }
 

@@ -104,15 +104,15 @@ public struct HTTPRetryPolicy: Sendable {
     /// - Parameters:
     ///   - request: The request that was sent.
     ///   - outcome: Its response or error.
-    ///   - retriesSoFar: How many retries this request already had.
-    ///   - previousDelay: The delay before the previous retry (for decorrelated jitter).
+    ///   - retriesMade: How many retries this request already had.
+    ///   - lastDelay: The delay before the previous retry (for decorrelated jitter).
     ///   - now: The wall-clock time, for `Retry-After` dates.
     ///   - generator: The random source for jitter.
     public func delay(
         for request: URLRequest,
         outcome: Result<HTTPURLResponse, any Error>,
-        retriesSoFar: Int,
-        previousDelay: Duration? = nil,
+        retriesMade: Int,
+        lastDelay: Duration? = nil,
         now: Date = Date(),
         using generator: inout some RandomNumberGenerator
     ) -> Duration? {
@@ -122,17 +122,17 @@ public struct HTTPRetryPolicy: Sendable {
             asked = RetryAfter.seconds(from: response, now: now)
         }
         return retry.delay(
-            forRetry: retriesSoFar + 1, previous: previousDelay?.timeInterval, atLeast: asked,
+            forRetry: retriesMade + 1, previous: lastDelay?.timeInterval, atLeast: asked,
             ceiling: delayCeiling.timeInterval, using: &generator
         ).map(Duration.init(timeInterval:))
     }
 
-    /// ``delay(for:outcome:retriesSoFar:previousDelay:now:using:)`` with the system random generator.
+    /// ``delay(for:outcome:retriesMade:lastDelay:now:using:)`` with the system random generator.
     public func delay(
         for request: URLRequest,
         outcome: Result<HTTPURLResponse, any Error>,
-        retriesSoFar: Int,
-        previousDelay: Duration? = nil,
+        retriesMade: Int,
+        lastDelay: Duration? = nil,
         now: Date = Date()
     ) -> Duration? {
         // Not `SystemRandomNumberGenerator` itself: an `inout` access to a zero-sized local has
@@ -142,8 +142,8 @@ public struct HTTPRetryPolicy: Sendable {
         // stack address.
         var generator = HTTPRetrySystemRandom()
         return delay(
-            for: request, outcome: outcome, retriesSoFar: retriesSoFar,
-            previousDelay: previousDelay, now: now, using: &generator
+            for: request, outcome: outcome, retriesMade: retriesMade,
+            lastDelay: lastDelay, now: now, using: &generator
         )
     }
 }

@@ -28,8 +28,8 @@ extension Scenario {
         let headResult = await Task { try? await slow.value }.value
         let cancelledAfter = slowStart.duration(to: .now)
         record.measure("cancelled chain", "head cancelled after \(cancelledAfter.milliseconds) (the request would take 2000 ms)")
-        record.expect("tail cancelled", tail.isCanceled, equals: true)
-        record.expect("head cancelled through the chain", slow.isCanceled, equals: true)
+        record.expect("tail cancelled", tail.isCancelled, equals: true)
+        record.expect("head cancelled through the chain", slow.isCancelled, equals: true)
         record.expect("head produced no value", headResult == nil, equals: true)
         record.expect("cancellation took (s)", cancelledAfter.seconds, atMost: 1.5)
 

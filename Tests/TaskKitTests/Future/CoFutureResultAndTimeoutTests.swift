@@ -16,7 +16,7 @@ import TaskKitTesting
         clock.advance(by: .seconds(2))
         await #expect(throws: CoFutureError.timeout) { try await waiter.boundedValue() }
         #expect(promise.result == nil)
-        #expect(!promise.isCanceled)
+        #expect(!promise.isCancelled)
         promise.success(5)
         #expect(try await promise.value == 5)
     }
@@ -68,7 +68,7 @@ import TaskKitTesting
             return .success("after cancel")
         }
         source.cancel()
-        #expect(seen.elements == ["CoFutureError.canceled"])
+        #expect(seen.elements == ["CoFutureError.cancelled"])
         #expect(try await derived.value == "after cancel")
     }
 
@@ -80,8 +80,8 @@ import TaskKitTesting
             return result
         }
         derived.cancel()
-        #expect(source.isCanceled)
-        #expect(derived.isCanceled)
+        #expect(source.isCancelled)
+        #expect(derived.isCancelled)
         #expect(calls.value == 0)
     }
 
@@ -106,7 +106,7 @@ import TaskKitTesting
         let derived = source.flatMapResult { _ in inner }
         source.success(1)
         derived.cancel()
-        #expect(inner.isCanceled)
+        #expect(inner.isCancelled)
     }
 
     // MARK: init(promise:)
@@ -132,6 +132,6 @@ import TaskKitTesting
         #expect(future.result == nil)
         future.cancel()
         stored.withLock { $0 }?(.success(1))
-        #expect(future.isCanceled)
+        #expect(future.isCancelled)
     }
 }

@@ -170,7 +170,7 @@ import Testing
         var machine = Machine(completed: false, upstream: .strong(source))
         let log = Log<Int>()
         Self.register([1], on: &machine, log: log)
-        guard case .canceled(let next) = machine.cancel(), case .strong(let object) = next else {
+        guard case .cancelled(let next) = machine.cancel(), case .strong(let object) = next else {
             Issue.record("cancel did not hand out the strong link")
             return
         }

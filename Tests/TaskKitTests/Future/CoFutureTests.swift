@@ -44,7 +44,7 @@ struct CoFutureTests {
         promise.complete(with: .success(3))
         promise.cancel()
         #expect(try promise.result?.get() == 1)
-        #expect(!promise.isCanceled)
+        #expect(!promise.isCancelled)
 
         let failed = CoPromise<Int>()
         failed.fail(TestError(code: 7))
@@ -65,7 +65,7 @@ struct CoFutureTests {
         promise.whenComplete { _ in log.append("complete-1") }
         promise.whenSuccess { log.append("success-\($0)") }
         promise.whenFailure { _ in log.append("failure") }
-        promise.whenCanceled { log.append("canceled") }
+        promise.whenCancelled { log.append("canceled") }
         promise.whenComplete { _ in log.append("complete-2") }
         promise.whenComplete { _ in log.append("complete-3") }
         promise.success(4)
@@ -129,7 +129,7 @@ struct CoFutureTests {
         let log = Log<String>()
         promise.whenComplete { _ in
             _ = promise.result
-            _ = promise.isCanceled
+            _ = promise.isCancelled
             promise.cancel()
             promise.success(99)
             promise.whenSuccess { log.append("nested-\($0)") }
@@ -145,20 +145,20 @@ struct CoFutureTests {
     @Test func cancelCompletesPendingFutureAndRunsCancelHandlers() async {
         let promise = CoPromise<Int>()
         let log = Log<String>()
-        promise.whenCanceled { log.append("canceled") }
+        promise.whenCancelled { log.append("canceled") }
         promise.whenFailure { log.append("failure: \($0)") }
         promise.cancel()
-        #expect(promise.isCanceled)
-        #expect(log.elements == ["canceled", "failure: CoFutureError.canceled"])
-        await #expect(throws: CoFutureError.canceled) { try await promise.value }
+        #expect(promise.isCancelled)
+        #expect(log.elements == ["canceled", "failure: CoFutureError.cancelled"])
+        await #expect(throws: CoFutureError.cancelled) { try await promise.value }
     }
 
     @Test func cancelOfACompletedFutureDoesNothing() throws {
         let future = CoFuture(value: 1)
         let log = Log<String>()
-        future.whenCanceled { log.append("canceled") }
+        future.whenCancelled { log.append("canceled") }
         future.cancel()
-        #expect(!future.isCanceled)
+        #expect(!future.isCancelled)
         #expect(log.elements.isEmpty)
         #expect(try future.result?.get() == 1)
     }
@@ -169,31 +169,31 @@ struct CoFutureTests {
         let leaf = middle.map { $0 * 2 }
         let sibling = source.map { "\($0)" }
         let log = Log<String>()
-        source.whenCanceled { log.append("source") }
-        sibling.whenCanceled { log.append("sibling") }
+        source.whenCancelled { log.append("source") }
+        sibling.whenCancelled { log.append("sibling") }
         leaf.cancel()
-        #expect(leaf.isCanceled)
-        #expect(middle.isCanceled)
-        #expect(source.isCanceled)
-        #expect(sibling.isCanceled)
+        #expect(leaf.isCancelled)
+        #expect(middle.isCancelled)
+        #expect(source.isCancelled)
+        #expect(sibling.isCancelled)
         #expect(Set(log.elements) == ["source", "sibling"])
         source.success(1)  // too late: ignored everywhere
-        #expect(leaf.isCanceled)
+        #expect(leaf.isCancelled)
     }
 
     @Test func cancellingAFlatMapWhoseSourceFinishedCancelsTheInnerFuture() {
         let source = CoPromise<Int>()
         let inner = CoPromise<String>()
         let innerCanceled = Log<Bool>()
-        inner.whenCanceled { innerCanceled.append(true) }
+        inner.whenCancelled { innerCanceled.append(true) }
         let result = source.flatMap { _ in inner }
         source.success(1)
         #expect(result.result == nil)
         result.cancel()
-        #expect(result.isCanceled)
-        #expect(inner.isCanceled)
+        #expect(result.isCancelled)
+        #expect(inner.isCancelled)
         #expect(innerCanceled.elements == [true])
-        #expect(!source.isCanceled)  // already finished: unaffected
+        #expect(!source.isCancelled)  // already finished: unaffected
     }
 
     @Test func cancellingAFlatMapAfterItsSourceWasReleasedIsSafe() {
@@ -203,7 +203,7 @@ struct CoFutureTests {
         source!.success(1)
         source = nil
         result.cancel()
-        #expect(inner.isCanceled)
+        #expect(inner.isCancelled)
     }
 
     @Test func cancelledFlatMapDoesNotStartItsTransformAndCancelsLateInnerWork() {
@@ -214,7 +214,7 @@ struct CoFutureTests {
             return CoFuture(value: value)
         }
         result.cancel()
-        #expect(source.isCanceled)
+        #expect(source.isCancelled)
         source.success(1)  // ignored: the source was cancelled through the chain
         #expect(started.elements.isEmpty)
     }
@@ -232,15 +232,15 @@ struct CoFutureTests {
         weak var weakPromise: CoPromise<Int>?
         var promise: CoPromise<Int>? = CoPromise<Int>()
         if observedWeakly { weakPromise = promise }  // the promise then has a side table too
-        promise!.whenCanceled {
+        promise!.whenCancelled {
             log.append("promise canceled")
             derivedSlot.withLock { $0 }?.cancel()
         }
         let derived = promise!.map { $0 + 1 }
-        derived.whenCanceled { log.append("derived canceled") }
+        derived.whenCancelled { log.append("derived canceled") }
         derivedSlot.withLock { $0 = derived }
         promise = nil
-        #expect(derived.isCanceled)
+        #expect(derived.isCancelled)
         #expect(log.elements == ["promise canceled", "derived canceled"])
         #expect(weakPromise == nil)
     }
@@ -268,7 +268,7 @@ struct CoFutureTests {
             source.success(1)
         }
         #expect(weakSource == nil)
-        #expect(derived.isCanceled)  // could never complete otherwise
+        #expect(derived.isCancelled)  // could never complete otherwise
         let unrelated = (0..<64).map { _ in CoPromise<Int>() }  // may reuse the source's memory
         derived.cancel()
         #expect(unrelated.allSatisfy { $0.result == nil })
@@ -290,8 +290,8 @@ struct CoFutureTests {
             weakSelfWaiting = selfWaiting
             weakDerived = derived
             if kind == "flatMap" { source.success(1) } else { source.fail(TestError()) }
-            #expect(selfWaiting.isCanceled)
-            #expect(derived.isCanceled)
+            #expect(selfWaiting.isCancelled)
+            #expect(derived.isCancelled)
             slot.future = nil
         }
         #expect(weakSelfWaiting == nil)
@@ -302,10 +302,10 @@ struct CoFutureTests {
         let log = Log<String>()
         var promise: CoPromise<Int>? = CoPromise<Int>()
         let derived = promise!.map { $0 + 1 }
-        promise!.whenCanceled { log.append("promise observer") }
-        derived.whenCanceled { log.append("derived observer") }
+        promise!.whenCancelled { log.append("promise observer") }
+        derived.whenCancelled { log.append("derived observer") }
         promise = nil
-        #expect(derived.isCanceled)
+        #expect(derived.isCancelled)
         #expect(log.elements == ["promise observer", "derived observer"])
     }
 
@@ -327,7 +327,7 @@ struct CoFutureTests {
             #expect(weakMiddle != nil, "the promise's callback list still holds it")
             promise = nil
             #expect(weakPromise == nil, "the derived futures do not keep an abandoned promise alive")
-            #expect(tail!.isCanceled)
+            #expect(tail!.isCancelled)
             tail = nil
         }
         #expect(weakMiddle == nil && weakTail == nil)
@@ -353,7 +353,7 @@ struct CoFutureTests {
     @Test func cancellingTheTailOfADerivedChainCancelsThePromiseAndFreesTheChain() {
         let (promise, tail, middleIsAlive) = chainWithUnheldMiddle()
         tail.cancel()
-        #expect(promise.isCanceled && tail.isCanceled)
+        #expect(promise.isCancelled && tail.isCancelled)
         #expect(!middleIsAlive())
     }
 
@@ -363,7 +363,7 @@ struct CoFutureTests {
         let waiter = Task { try await derived.value }
         await Task.yield()
         promise = nil
-        await #expect(throws: CoFutureError.canceled) { try await waiter.boundedValue() }
+        await #expect(throws: CoFutureError.cancelled) { try await waiter.boundedValue() }
     }
 
     @Test func mapAndFlatMapTransformValuesAndPassFailuresThrough() async throws {
@@ -398,7 +398,7 @@ struct CoFutureTests {
         let canceled = CoPromise<Int>()
         let recovered = canceled.recover { _ in 0 }
         canceled.cancel()
-        #expect(recovered.isCanceled)
+        #expect(recovered.isCancelled)
     }
 
     @Test func promiseForwardsAnotherFutureAndCancelsIt() async throws {
@@ -412,7 +412,7 @@ struct CoFutureTests {
         let promise2 = CoPromise<Int>()
         promise2.complete(with: source2)
         promise2.cancel()
-        #expect(source2.isCanceled)
+        #expect(source2.isCancelled)
 
         let completed = CoPromise<Int>()
         completed.success(1)
@@ -440,7 +440,7 @@ struct CoFutureTests {
         try await started.value
         future.cancel()
         #expect(try await observedCancellation.value)
-        #expect(future.isCanceled)
+        #expect(future.isCancelled)
     }
 
     @Test func queueInitialiserRunsOnTheQueueAndSkipsWorkCancelledBeforeStart() async throws {
@@ -469,11 +469,11 @@ struct CoFutureTests {
         for transform in transforms {
             let promise = CoPromise<Int>()
             let canceled = Log<Bool>()
-            promise.whenCanceled { canceled.append(true) }
+            promise.whenCancelled { canceled.append(true) }
             let derived = transform(promise)
             derived.cancel()
-            #expect(derived.isCanceled)
-            #expect(promise.isCanceled)
+            #expect(derived.isCancelled)
+            #expect(promise.isCancelled)
             #expect(canceled.elements == [true])
         }
     }
@@ -485,7 +485,7 @@ struct CoFutureTests {
         source.fail(TestError())
         #expect(result.result == nil)
         result.cancel()
-        #expect(result.isCanceled && inner.isCanceled)
+        #expect(result.isCancelled && inner.isCancelled)
     }
 
     @Test func cancellingThroughAForwardingPromiseReachesTheForwardedPromise() {
@@ -494,7 +494,7 @@ struct CoFutureTests {
         forwarder.complete(with: source)
         let tail = forwarder.map { $0 + 1 }.recover { _ in 0 }
         tail.cancel()
-        #expect(forwarder.isCanceled && source.isCanceled)
+        #expect(forwarder.isCancelled && source.isCancelled)
     }
 
     @Test(arguments: [0, 1, 2, 3, 4, 5, 7])
@@ -531,7 +531,7 @@ struct CoFutureTests {
             }
         }
         #expect(weakPromise == nil, "the derived future must not keep an abandoned promise alive")
-        #expect(derived?.isCanceled == true)
+        #expect(derived?.isCancelled == true)
     }
 
     /// A promise keeps its value type-erased and reads it back without a cast when the stored
@@ -592,7 +592,7 @@ struct CoFutureAsyncTests {
         cancelled.cancel()
         await #expect(throws: CancellationError.self) { try await cancelled.boundedValue() }
         #expect(promise.result == nil)
-        #expect(!promise.isCanceled)
+        #expect(!promise.isCancelled)
         promise.success(5)
         #expect(try await other.boundedValue() == 5)
     }
@@ -645,7 +645,7 @@ struct CoFutureScaleTests {
             var tail: CoFuture<Int> = promise
             for _ in 0..<Self.depth { tail = tail.map { $0 + 1 } }
             tail.cancel()
-            return promise.isCanceled
+            return promise.isCancelled
         }
         #expect(sourceCanceled)
     }
@@ -657,7 +657,7 @@ struct CoFutureScaleTests {
             var tail: CoFuture<Int> = promise!
             for _ in 0..<Self.depth { tail = tail.map { $0 + 1 } }
             promise = nil
-            return tail.isCanceled
+            return tail.isCancelled
         }
         #expect(tailCanceled)
     }
@@ -715,7 +715,7 @@ struct CoFutureScaleTests {
         let alive = await onDedicatedThread { () -> Int in
             Self.survivors(depth: Self.depth, step: { $0.map { $0 + 1 } }, finish: { promise, tail in
                 tail.cancel()
-                precondition(promise.isCanceled)
+                precondition(promise.isCancelled)
             })
         }
         #expect(alive == 0)
@@ -848,13 +848,13 @@ struct CoFutureStressTests {
                 let derived = promise!.map { $0 }.flatMap { CoFuture(value: $0) }
                 DispatchQueue.concurrentPerform(iterations: 3) { lane in
                     switch lane {
-                    case 0: derived.whenCanceled { canceled.add(1, ordering: .relaxed) }
+                    case 0: derived.whenCancelled { canceled.add(1, ordering: .relaxed) }
                     case 1: _ = derived.result
                     default: break
                     }
                 }
                 promise = nil
-                precondition(derived.isCanceled)
+                precondition(derived.isCancelled)
             }
             return canceled.load(ordering: .relaxed)
         }

@@ -147,7 +147,7 @@ private struct MetricsTestError: Error {}
     @Test func outcomesGaugesAndDurationsAreReported() async throws {
         _ = processTestMetrics  // bootstrapped before the component makes its metric objects
         let label = "manager-outcomes"
-        let manager = TaskManager(maxConcurrentTasks: 1, metricsLabel: label)
+        let manager = TaskManager(maximumConcurrentTasks: 1, metricsLabel: label)
         let gate = TestGate()
         #expect(try await manager.value { 1 } == 1)
         await #expect(throws: MetricsTestError.self) { try await manager.value { () throws -> Int in throw MetricsTestError() } }

@@ -87,6 +87,41 @@ struct KeyedMonoTaskTests {
         #expect(try await cache.value(for: 1) == "1#2")
     }
 
+    @Test func failedLoadsAndRetriesAreLoggedWithTheKeyAndSuccessesAreNot() async throws {
+        struct Failure: Error {}
+        let (logger, store) = CapturingLogHandler.logger(level: .debug)
+        let cache = Cache(
+            maximumEntries: 10, retry: .count(count: 1, intervalProxy: .fixed(.zero)), clock: ManualClock(),
+            logger: logger
+        ) { key in
+            if key == 7 { throw Failure() }
+            return "\(key)"
+        }
+        #expect(try await cache.value(for: 1) == "1")
+        #expect(store.all.isEmpty)
+        await #expect(throws: Failure.self) { try await cache.value(for: 7) }
+        let records = store.all
+        #expect(records.map(\.level) == [.debug, .debug])
+        #expect(records.map { $0.metadata["key"] } == ["7", "7"])
+        #expect(records.first?.message.hasPrefix("KeyedMonoTask: load retries after") == true)
+        #expect(records.last?.message == "KeyedMonoTask: load failed: Failure()")
+        #expect(records.last?.metadata["callers"] == "1")
+    }
+
+    @Test func failedBatchesAndTheirRetriesAreLogged() async throws {
+        struct Failure: Error {}
+        let (logger, store) = CapturingLogHandler.logger(level: .debug)
+        let cache = Cache(
+            maximumEntries: 10, retry: .count(count: 1, intervalProxy: .fixed(.zero)), maximumBatchSize: 4,
+            clock: ManualClock(), logger: logger
+        ) { _ in throw Failure() }
+        await #expect(throws: Failure.self) { try await cache.value(for: 3) }
+        #expect(store.all.map(\.message) == [
+            "KeyedMonoTask: batch load of 1 keys retries after 0.0 seconds",
+            "KeyedMonoTask: batch load of 1 keys failed: Failure()",
+        ])
+    }
+
     @Test func retriesFollowRetryCountWithBackoffOnTheInjectedClock() async throws {
         let clock = ManualClock()
         let recorder = KeyedLoadRecorder()

@@ -89,7 +89,7 @@ struct ReadmeExampleTests {
     }
 
     @Test func taskManagerQuickStartRunsCancelsAndAwaits() async throws {
-        let manager = TaskManager(maxConcurrentTasks: 4)
+        let manager = TaskManager(maximumConcurrentTasks: 4)
         let data = Data([1, 2, 3])
         let delivered = LockedState<[String]>([])
         let handle = manager.add(task: ReadmeUpload(data), after: .seconds(1), timeout: .seconds(30)) { result in

@@ -493,7 +493,7 @@ import Testing
         #expect(intercepted.machine.isIdle && reacted.machine.isIdle)
         // No free slot: refused, nothing registered; the task queued the general way starts
         // when the direct one ends.
-        var limited = Harness(maxConcurrentTasks: 1)
+        var limited = Harness(maximumConcurrentTasks: 1)
         let addedA = limited.addExecuting("a")
         let (a, _) = try #require(addedA)
         #expect(limited.addExecuting("b") == nil)
@@ -597,7 +597,7 @@ import Testing
         #expect(reacted.addIntercepting("a") == nil)
         #expect(plain.machine.isIdle && reacted.machine.isIdle)
         // No free slot: refused; the task added the general way is intercepted when one frees.
-        var limited = Harness(interceptors: 1, maxConcurrentTasks: 1)
+        var limited = Harness(interceptors: 1, maximumConcurrentTasks: 1)
         let a = try limited.addInterceptingOrFail("a")
         #expect(limited.directIntercepted(a, [.execute]) == (true, []))
         #expect(limited.addIntercepting("b") == nil)
@@ -613,7 +613,7 @@ import Testing
     // MARK: Concurrency limit
 
     @Test func theConcurrencyLimitIsHonoured() {
-        var h = Harness(maxConcurrentTasks: 2)
+        var h = Harness(maximumConcurrentTasks: 2)
         let a = h.add("a")
         let b = h.add("b")
         let c = h.add("c")
@@ -630,7 +630,7 @@ import Testing
     }
 
     @Test func theConcurrencyLimitAlsoDelaysInterception() {
-        var h = Harness(interceptors: 1, maxConcurrentTasks: 1)
+        var h = Harness(interceptors: 1, maximumConcurrentTasks: 1)
         let a = h.add("a")
         #expect(h.intercepted(a, [.execute]) == ["execute(a#1)"])
         h.add("b")
@@ -639,7 +639,7 @@ import Testing
     }
 
     @Test func aReactingTaskDoesNotHoldAnExecutionSlot() {
-        var h = Harness(reactors: [ReactorConfiguration()], maxConcurrentTasks: 1)
+        var h = Harness(reactors: [ReactorConfiguration()], maximumConcurrentTasks: 1)
         let a = h.add("a")
         h.add("b")
         #expect(h.executed(a) == ["evaluate(a#1)", "execute(b#1)"])
@@ -718,9 +718,9 @@ struct TaskManagerMachineHarness {
     /// The rendered actions of the last event.
     private(set) var last: [String] = []
 
-    init(interceptors: Int = 0, reactors: [ReactorConfiguration] = [], maxConcurrentTasks: Int? = nil) {
+    init(interceptors: Int = 0, reactors: [ReactorConfiguration] = [], maximumConcurrentTasks: Int? = nil) {
         machine = Machine(
-            interceptorCount: interceptors, reactorConfigurations: reactors, maxConcurrentTasks: maxConcurrentTasks
+            interceptorCount: interceptors, reactorConfigurations: reactors, maximumConcurrentTasks: maximumConcurrentTasks
         )
     }
 

@@ -16,7 +16,7 @@ import TaskKitTesting
     static let count = 3_500
 
     @Test(arguments: [nil, 16] as [Int?])
-    func thousandsOfTasksEachCompleteExactlyOnce(maxConcurrentTasks: Int?) async throws {
+    func thousandsOfTasksEachCompleteExactlyOnce(maximumConcurrentTasks: Int?) async throws {
         let clock = ManualClock()
         // The first interceptor holds "heldThenCancelled" (and never releases its batch: it never
         // answers execute), discards "discarded", and holds the rest, which the second forces.
@@ -40,7 +40,7 @@ import TaskKitTesting
         }
         let manager = TaskManager(
             interceptors: [holder, forcer], reactors: [requeuer, watcher],
-            maxConcurrentTasks: maxConcurrentTasks, clock: clock
+            maximumConcurrentTasks: maximumConcurrentTasks, clock: clock
         )
         let done = TaskManagerTestCompletions<Int>()
         let handles = LockedState<[Int: TaskHandle]>([:])
@@ -126,9 +126,9 @@ import TaskKitTesting
     /// both lanes run side by side. Every caller gets one answer its kind allows, every ended
     /// task is told once, and the manager ends idle.
     @Test(arguments: [nil, 8] as [Int?])
-    func thousandsOfAwaitingCallersEachGetOneAnswer(maxConcurrentTasks: Int?) async throws {
+    func thousandsOfAwaitingCallersEachGetOneAnswer(maximumConcurrentTasks: Int?) async throws {
         let clock = ManualClock()
-        let manager = TaskManager(maxConcurrentTasks: maxConcurrentTasks, clock: clock)
+        let manager = TaskManager(maximumConcurrentTasks: maximumConcurrentTasks, clock: clock)
         let count = 2_000
         let answers = TaskManagerTestCompletions<Int>()
         let forever = Duration.seconds(1_000_000_000)

@@ -448,7 +448,7 @@ import TaskKitTesting
     // MARK: Concurrency limit
 
     @Test func maximumConcurrencyIsHonoured() async throws {
-        let manager = TaskManager(maxConcurrentTasks: 3)
+        let manager = TaskManager(maximumConcurrentTasks: 3)
         let gate = TestGate()
         let current = LockedState((now: 0, peak: 0))
         let done = TaskManagerTestCompletions<Int>()
@@ -472,7 +472,7 @@ import TaskKitTesting
     // MARK: Preconditions
 
     @Test func invalidConfigurationIsRejected() async {
-        await #expect(processExitsWith: .failure) { _ = TaskManager(maxConcurrentTasks: 0) }
+        await #expect(processExitsWith: .failure) { _ = TaskManager(maximumConcurrentTasks: 0) }
         await #expect(processExitsWith: .failure) {
             TaskManager().add(task: TaskManagerTestTask<Int> { _ in 1 }, after: .seconds(-1))
         }
