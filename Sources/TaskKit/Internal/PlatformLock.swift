@@ -1,4 +1,4 @@
-// The operating system's mutex, behind four functions. This file and Future/FutureLock.swift are
+// The operating system's mutex, behind four functions. This file and Internal/FutureLock.swift are
 // the only places in TaskKit that depend on the platform (.ci/check-platform-conditionals).
 #if canImport(Darwin)
 import Darwin
