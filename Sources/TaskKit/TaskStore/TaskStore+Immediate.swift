@@ -39,35 +39,17 @@ extension TaskStore {
     ) -> Task<Void, Never> {
         checkOwner(isolation, in: "addImmediateTask(forKey:duplicateKeyBehavior:priority:isolation:operation:)")
         usesInbox = true
-        switch withMachine({ $0.prepareAdd(key: key, behavior: duplicateKeyBehavior) }) {
-        case .keepPrevious(let previous):
-            logger.trace("addImmediateTask: kept the running task (preferPrevious)", metadata: ["key": "\(key)"])
-            return Self.voidTask(waitingFor: previous, priority: priority)
-        case .startFirst(let id):
-            uncommittedImmediate.insert(id)
-            let task = Task.immediate(priority: priority) {
-                _ = isolation
-                await operation()
-                self.reportFinishedElsewhere(key: key, id: id)
-            }
-            commitFirst(key: key, id: id, handle: .plain(task))
-            uncommittedImmediate.remove(id)
-            drainFinishedElsewhere()
-            return task
-        case .startNew(let id, let previous, let cancelPrevious, let waitForPrevious):
-            let awaited = waitForPrevious ? previous : nil
-            uncommittedImmediate.insert(id)
+        return add(
+            forKey: key, duplicateKeyBehavior: duplicateKeyBehavior, immediate: true,
+            keep: { Self.voidTask(waitingFor: $0, priority: priority) }
+        ) { id, awaited in
             let task = Task.immediate(priority: priority) {
                 _ = isolation
                 if let awaited { await Self.waitFor(awaited) }
                 await operation()
                 self.reportFinishedElsewhere(key: key, id: id)
             }
-            withMachine { $0.commitAdd(key: key, id: id, handle: .plain(task), behavior: duplicateKeyBehavior) }
-            uncommittedImmediate.remove(id)
-            if cancelPrevious { previous.forEachHandle { $0.cancel() } }
-            drainFinishedElsewhere()
-            return task
+            return (task, .plain(task))
         }
     }
 }

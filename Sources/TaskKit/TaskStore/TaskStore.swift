@@ -173,11 +173,10 @@ public final class TaskStore<Key: Hashable & Sendable> {
         operation: nonisolated(nonsending) @escaping @Sendable () async -> Void
     ) -> Task<Void, Never> {
         checkOwner(isolation, in: "addTask(forKey:duplicateKeyBehavior:priority:isolation:operation:)")
-        switch withMachine({ $0.prepareAdd(key: key, behavior: duplicateKeyBehavior) }) {
-        case .keepPrevious(let previous):
-            logger.trace("addTask: kept the running task (preferPrevious)", metadata: ["key": "\(key)"])
-            return Self.voidTask(waitingFor: previous, priority: priority)
-        case .startFirst(let id):
+        return add(
+            forKey: key, duplicateKeyBehavior: duplicateKeyBehavior, immediate: false,
+            keep: { Self.voidTask(waitingFor: $0, priority: priority) }
+        ) { id, awaited in
             // The body is isolated to the store's actor (it captures `isolation`), so it cannot start
             // before the caller's current actor job ends: a cancel issued right after `addTask`
             // (`cancelTask`, or `cancel()` on the returned task) always precedes `operation`.
@@ -185,25 +184,11 @@ public final class TaskStore<Key: Hashable & Sendable> {
             // it is isolated elsewhere itself.
             let task = Task(priority: priority) {
                 _ = isolation
-                await operation()
-                self.taskFinished(key: key, id: id, detached: isolation == nil)
-            }
-            commitFirst(key: key, id: id, handle: .plain(task))
-            return task
-        case .startNew(let id, let previous, let cancelPrevious, let waitForPrevious):
-            let awaited = waitForPrevious ? previous : nil
-            // Isolated to the store's actor, as above.
-            let task = Task(priority: priority) {
-                _ = isolation
                 if let awaited { await Self.waitFor(awaited) }
                 await operation()
                 self.taskFinished(key: key, id: id, detached: isolation == nil)
             }
-            withMachine { $0.commitAdd(key: key, id: id, handle: .plain(task), behavior: duplicateKeyBehavior) }
-            // After the commit: cancelling runs the previous tasks' cancellation handlers, which
-            // may re-enter the store; they then find the new task recorded.
-            if cancelPrevious { previous.forEachHandle { $0.cancel() } }
-            return task
+            return (task, .plain(task))
         }
     }
 
@@ -237,33 +222,19 @@ public final class TaskStore<Key: Hashable & Sendable> {
         operation: nonisolated(nonsending) @escaping @Sendable () async throws -> Success
     ) -> Task<Success, any Error> {
         checkOwner(isolation, in: "addTask(forKey:duplicateKeyBehavior:priority:isolation:operation:)")
-        switch withMachine({ $0.prepareAdd(key: key, behavior: duplicateKeyBehavior) }) {
-        case .keepPrevious(let previous):
-            logger.trace("addTask: kept the running task (preferPrevious)", metadata: ["key": "\(key)"])
-            return Self.typedTask(keeping: previous, key: key, priority: priority)
-        case .startFirst(let id):
+        return add(
+            forKey: key, duplicateKeyBehavior: duplicateKeyBehavior, immediate: false,
+            keep: { Self.typedTask(keeping: $0, key: key, priority: priority) }
+        ) { id, awaited in
             // Isolated to the store's actor, as in the `Void` overload, so a cancel right after
             // `addTask` always precedes `operation`.
-            let task = Task(priority: priority) { () async throws -> Success in
-                _ = isolation
-                defer { self.taskFinished(key: key, id: id, detached: isolation == nil) }
-                return try await operation()
-            }
-            commitFirst(key: key, id: id, handle: .typed(TypedTaskBox(task)))
-            return task
-        case .startNew(let id, let previous, let cancelPrevious, let waitForPrevious):
-            let awaited = waitForPrevious ? previous : nil
             let task = Task(priority: priority) { () async throws -> Success in
                 _ = isolation
                 defer { self.taskFinished(key: key, id: id, detached: isolation == nil) }
                 if let awaited { await Self.waitFor(awaited) }
                 return try await operation()
             }
-            withMachine {
-                $0.commitAdd(key: key, id: id, handle: .typed(TypedTaskBox(task)), behavior: duplicateKeyBehavior)
-            }
-            if cancelPrevious { previous.forEachHandle { $0.cancel() } }  // after the commit, as above
-            return task
+            return (task, .typed(TypedTaskBox(task)))
         }
     }
 
@@ -370,6 +341,53 @@ public final class TaskStore<Key: Hashable & Sendable> {
     }
 
     // MARK: - Internals
+
+    /// What every `add…Task` does around the task it starts: applies `duplicateKeyBehavior`
+    /// (`keep` answers for `.preferPrevious`), then lets `start` create the task with its id and
+    /// the tasks it must wait for, records it, and cancels the previous tasks if the behaviour
+    /// says so, after the commit (their cancellation handlers may re-enter the store; they then
+    /// find the new task recorded). An `immediate` task (`Task.immediate`) may finish inside
+    /// `start`: its end is held back until it is committed, then applied.
+    @inlinable
+    func add<Started>(
+        forKey key: Key,
+        duplicateKeyBehavior: TaskStoreDuplicateKeyBehavior,
+        immediate: Bool,
+        keep: (TaskStoreHandle) -> Started,
+        start: (_ id: UInt64, _ awaited: Machine.Tasks?) -> (Started, TaskStoreHandle)
+    ) -> Started {
+        switch withMachine({ $0.prepareAdd(key: key, behavior: duplicateKeyBehavior) }) {
+        case .keepPrevious(let previous):
+            logger.trace("addTask: kept the running task (preferPrevious)", metadata: ["key": "\(key)"])
+            return keep(previous)
+        case .startFirst(let id):
+            if immediate { immediateStarts(id) }
+            let (task, handle) = start(id, nil)
+            commitFirst(key: key, id: id, handle: handle)
+            if immediate { immediateCommitted(id) }
+            return task
+        case .startNew(let id, let previous, let cancelPrevious, let waitForPrevious):
+            if immediate { immediateStarts(id) }
+            let (task, handle) = start(id, waitForPrevious ? previous : nil)
+            withMachine { $0.commitAdd(key: key, id: id, handle: handle, behavior: duplicateKeyBehavior) }
+            if cancelPrevious { previous.forEachHandle { $0.cancel() } }
+            if immediate { immediateCommitted(id) }
+            return task
+        }
+    }
+
+    /// An immediate task is about to start: its end, if it comes before the commit, waits.
+    @usableFromInline
+    func immediateStarts(_ id: UInt64) {
+        uncommittedImmediate.insert(id)
+    }
+
+    /// An immediate task is committed: an end it posted meanwhile is applied now.
+    @usableFromInline
+    func immediateCommitted(_ id: UInt64) {
+        uncommittedImmediate.remove(id)
+        drainFinishedElsewhere()
+    }
 
     /// `handle` as a `Task<Void, Never>`: itself for the `Void` overload's tasks, otherwise a
     /// small task that waits for it and forwards cancellation to it.
