@@ -1,6 +1,7 @@
 import Synchronization
 
-/// The lock stored inside every ``CoFuture``, so that a future is one allocation.
+/// The lock stored inline in every ``CoFuture``, `OneShot` and `KeyedMonoTask` shard, so that
+/// each is one allocation (and a cache hit calls into no C lock).
 ///
 /// On Apple platforms it is `Synchronization.Mutex`, which is `os_unfair_lock` stored inline
 /// (priority-donating, and visible to ThreadSanitizer there). Elsewhere it is ``ParkingMutex``,

@@ -2,7 +2,7 @@ import Dispatch
 import Synchronization
 
 /// A mutex in one 32-bit atomic word, for objects that cannot afford a separate allocation for
-/// their lock (every ``CoFuture`` has one; see `FutureLock`). Used on Linux, where
+/// their lock (every ``CoFuture``, `OneShot` and `KeyedMonoTask` shard has one; see `FutureLock`). Used on Linux, where
 /// `Synchronization.Mutex` is invisible to ThreadSanitizer.
 ///
 /// The protocol is the futex mutex of Rust's standard library and of Ulrich Drepper's "Futexes

@@ -78,7 +78,7 @@ import TaskKitTestSupport
     @Test func anAnswerAfterTheAwaitResumesIt() async throws {
         let box = Self.awaitedBox(8)
         let waiter = Task { try await box.awaitValue() }
-        try await Task.sleep(for: .milliseconds(20))
+        await eventually("the caller waits for the answer") { box.callerIsWaiting }
         _ = await box.run(adapters: [])
         box.deliverResult {}
         #expect(try await waiter.boundedValue() == 8)
@@ -105,7 +105,7 @@ import TaskKitTestSupport
 
         let late = Self.awaitedBox(0)
         let waiter = Task { try await late.awaitValue() }
-        try await Task.sleep(for: .milliseconds(20))
+        await eventually("the caller waits for the answer") { late.callerIsWaiting }
         late.answerAwaiter(with: .failure(TaskManagerTestError(code: 4)))
         late.answerAwaiter(with: .success(12))
         await #expect(throws: TaskManagerTestError(code: 4)) { try await waiter.boundedValue() }
@@ -144,4 +144,10 @@ import TaskKitTestSupport
         #expect(sum == (0..<2_000).reduce(0, +))
         #expect(returned.withLock { $0 } == 2_000)
     }
+}
+
+extension TaskBox {
+    /// Whether the caller of ``awaitValue()`` is suspended, waiting for the answer: the order
+    /// the tests of the caller-first hand-over need, without sleeping for it.
+    var callerIsWaiting: Bool { handOver.load(ordering: .acquiring) == Self.waiting }
 }
