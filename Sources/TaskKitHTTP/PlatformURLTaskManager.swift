@@ -19,7 +19,7 @@ extension URLTaskManager {
     /// risk.
     ///
     /// - Parameters: as for
-    ///   ``init(interceptors:reactors:transport:maximumConcurrentTasks:timeout:clock:logger:metricsLabel:tracing:shutdownGracePeriod:coalescing:)``,
+    ///   ``init(interceptors:reactors:transport:maximumConcurrentTasks:timeout:coalescing:shutdownGracePeriod:clock:logger:metricsLabel:tracing:)``,
     ///   with `configuration` the session's configuration (default:
     ///   ``URLSessionTransport/defaultConfiguration``; the URL cache is always dropped on Linux,
     ///   see ``URLSessionTransport/init(configuration:)``).
@@ -35,18 +35,18 @@ extension URLTaskManager {
         configuration: URLSessionConfiguration = URLSessionTransport.defaultConfiguration,
         maximumConcurrentTasks: Int? = nil,
         timeout: Duration? = nil,
+        coalescing: URLTaskCoalescing? = nil,
+        shutdownGracePeriod: Duration = .seconds(10),
         clock: any Clock<Duration> = ContinuousClock(),
         logger: Logger = .silent(label: "TaskKitHTTP"),
         metricsLabel: String? = nil,
-        tracing: TaskTracing = .none,
-        shutdownGracePeriod: Duration = .seconds(10),
-        coalescing: URLTaskCoalescing? = nil
+        tracing: TaskTracing = .none
     ) {
         self.init(
             interceptors: interceptors, reactors: reactors, transport: URLSessionTransport(configuration: configuration),
-            maximumConcurrentTasks: maximumConcurrentTasks, timeout: timeout, clock: clock, logger: logger,
-            metricsLabel: metricsLabel, tracing: tracing, shutdownGracePeriod: shutdownGracePeriod,
-            coalescing: coalescing
+            maximumConcurrentTasks: maximumConcurrentTasks, timeout: timeout, coalescing: coalescing,
+            shutdownGracePeriod: shutdownGracePeriod, clock: clock, logger: logger,
+            metricsLabel: metricsLabel, tracing: tracing
         )
     }
 }

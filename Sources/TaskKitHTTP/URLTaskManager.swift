@@ -60,6 +60,11 @@ public final class URLTaskManager: Sendable {
     ///     `TaskKitAsyncHTTPClient`.
     ///   - maximumConcurrentTasks: the most requests in flight at once; `nil` for no limit.
     ///   - timeout: the default deadline of each request; `nil` for none.
+    ///   - coalescing: With a configuration, identical eligible requests sent through
+    ///     ``data(for:timeout:)`` or ``response(for:timeout:)`` while one is in flight share its
+    ///     round trip (see ``URLTaskCoalescing`` and *Using URLTaskManager*); `nil` (default):
+    ///     every request goes out on its own.
+    ///   - shutdownGracePeriod: see `TaskManager.shutdownGracePeriod`. Default: 10 seconds.
     ///   - clock: the clock for deadlines, delays and retry backoff.
     ///   - logger: receives each request's life at `.debug`; silent by default.
     ///   - metricsLabel: With a label, the manager reports through the bootstrapped swift-metrics
@@ -76,11 +81,6 @@ public final class URLTaskManager: Sendable {
     ///     failure without a response and a 4xx/5xx status set the error status (see
     ///     TaskKit's *Running on a server* article). `TaskTracing.none` (default): no span, no
     ///     cost.
-    ///   - shutdownGracePeriod: see `TaskManager.shutdownGracePeriod`. Default: 10 seconds.
-    ///   - coalescing: With a configuration, identical eligible requests sent through
-    ///     ``data(for:timeout:)`` or ``response(for:timeout:)`` while one is in flight share its
-    ///     round trip (see ``URLTaskCoalescing`` and *Using URLTaskManager*); `nil` (default):
-    ///     every request goes out on its own.
     /// - Precondition: `timeout`, when given, is greater than zero.
     public init(
         interceptors: [any URLTaskInterceptor] = [],
@@ -88,12 +88,12 @@ public final class URLTaskManager: Sendable {
         transport: any HTTPTransport,
         maximumConcurrentTasks: Int? = nil,
         timeout: Duration? = nil,
+        coalescing: URLTaskCoalescing? = nil,
+        shutdownGracePeriod: Duration = .seconds(10),
         clock: any Clock<Duration> = ContinuousClock(),
         logger: Logger = .silent(label: "TaskKitHTTP"),
         metricsLabel: String? = nil,
-        tracing: TaskTracing = .none,
-        shutdownGracePeriod: Duration = .seconds(10),
-        coalescing: URLTaskCoalescing? = nil
+        tracing: TaskTracing = .none
     ) {
         if let timeout {
             precondition(timeout > .zero, "URLTaskManager: timeout must be > 0, got \(timeout)")
@@ -114,11 +114,11 @@ public final class URLTaskManager: Sendable {
             interceptors: interceptors.map { $0 as any Interceptor },
             reactors: reactors.map { $0 as any Reactor },
             maximumConcurrentTasks: maximumConcurrentTasks,
+            shutdownGracePeriod: shutdownGracePeriod,
             clock: clock,
             logger: logger,
             metricsLabel: metricsLabel,
-            tracing: tracing,
-            shutdownGracePeriod: shutdownGracePeriod
+            tracing: tracing
         )
     }
 

@@ -248,7 +248,7 @@ extension BearerTokenAuthenticator: URLTaskInterceptor {
     /// On `401`, waits for a credential newer than the one the request was signed with
     /// (refreshing once if needed), then asks for an immediate ``URLTaskRetryDecision/replay``
     /// (which does not count against any other interceptor's retry budget). After
-    /// ``Configuration/maximumReplays`` replays of the request, a `401` throws
+    /// `maximumReplays` replays of the request, a `401` throws
     /// ``AuthenticationError/credentialRejected(replays:)``.
     public func retry(
         _ request: URLRequest, for task: URLTask, dueTo outcome: Result<URLTaskResponse, any Error>,

@@ -17,13 +17,13 @@ struct BearerAuthenticationServerTests {
     /// Signed in with a token the server has already forgotten (expired server side).
     func signedInAuthenticator(
         _ server: LoopbackServer, clock: ManualClock = ManualClock(),
-        configuration: BearerTokenAuthenticator.Configuration = .init(),
+        maximumReplays: Int = 2,
         refresh: BearerTokenAuthenticator.Refresh? = nil
     ) async -> BearerTokenAuthenticator {
         let token = await server.issueToken()
         return BearerTokenAuthenticator(
             credential: BearerCredential(accessToken: token, expiresIn: .seconds(3600)),
-            configuration: configuration, clock: clock, refresh: refresh ?? httpTestRefresh(server)
+            maximumReplays: maximumReplays, clock: clock, refresh: refresh ?? httpTestRefresh(server)
         )
     }
 
@@ -159,7 +159,7 @@ struct BearerAuthenticationServerTests {
             // The server forgets every token right after issuing it: each replay gets 401 again.
             // Replays are not what stops this request (see the next test): the window does.
             let authenticator = await signedInAuthenticator(
-                server, clock: clock, configuration: .init(maximumReplays: 10),
+                server, clock: clock, maximumReplays: 10,
                 refresh: httpTestRefresh(server) { await server.expireAllTokens() }
             )
             let manager = URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()], transport: transport.make(), clock: clock)
@@ -272,7 +272,7 @@ struct BearerAuthenticationServerTests {
     @Test("an endless refresh retry is refused, naming the parameter")
     func infiniteRefreshRetryIsRefused() async {
         await #expect(processExitsWith: .failure) {
-            _ = BearerTokenAuthenticator.Configuration(refreshRetry: .infinity())
+            _ = BearerTokenAuthenticator(refreshRetry: .infinity()) { _, _ in BearerCredential(accessToken: "t") }
         }
     }
 
@@ -299,7 +299,7 @@ struct BearerAuthenticationServerTests {
             let token = await server.issueToken()
             let authenticator = BearerTokenAuthenticator(
                 credential: BearerCredential(accessToken: token, expiresIn: .seconds(60)),
-                configuration: .init(refreshLeeway: .seconds(30)), clock: clock, refresh: httpTestRefresh(server)
+                refreshLeeway: .seconds(30), clock: clock, refresh: httpTestRefresh(server)
             )
             let manager = URLTaskManager(interceptors: [authenticator], transport: transport.make(), clock: clock)
             _ = try await manager.data(for: URLRequest(url: server.url("/protected")))

@@ -43,8 +43,8 @@ struct URLTaskManagerCoalescingTests {
         metricsLabel: String? = nil
     ) -> URLTaskManager {
         URLTaskManager(
-            interceptors: interceptors, transport: transport, timeout: .seconds(60), clock: clock,
-            metricsLabel: metricsLabel, coalescing: .standard
+            interceptors: interceptors, transport: transport, timeout: .seconds(60), coalescing: .standard,
+            clock: clock, metricsLabel: metricsLabel
         )
     }
 

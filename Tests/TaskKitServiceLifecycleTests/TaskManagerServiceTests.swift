@@ -49,7 +49,7 @@ struct TaskManagerServiceTests {
 
     @Test func afterTheGracePeriodWhatRemainsIsCancelledAndEveryCallerAnswered() async throws {
         let clock = ManualClock()
-        let manager = TaskManager(clock: clock, shutdownGracePeriod: .seconds(5))
+        let manager = TaskManager(shutdownGracePeriod: .seconds(5), clock: clock)
         let stuck = Task {
             try await manager.value { () async throws -> Int in
                 try await Task.sleep(for: .seconds(3_600))

@@ -93,7 +93,7 @@ import FoundationNetworking
             let tracer = W3CInMemoryTracer()
             let manager = URLTaskManager(
                 transport: Transport.urlSession.make(), timeout: TestDeadline.scaled(.seconds(60)),
-                tracing: .distributedTracing(tracer: tracer), coalescing: .standard
+                coalescing: .standard, tracing: .distributedTracing(tracer: tracer)
             )
             let url = server.url("/slow?ms=1000")
             let first = Task {

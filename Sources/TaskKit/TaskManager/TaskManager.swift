@@ -55,6 +55,9 @@ public final class TaskManager: Sendable {
     ///   - reactors: are asked about every result, in this order. Their
     ///     ``Reactor/configuration`` is read once, here.
     ///   - maximumConcurrentTasks: the most tasks executing at once; `nil` (the default) for no limit.
+    ///   - shutdownGracePeriod: how long ``shutDown()`` (and a swift-service-lifecycle graceful
+    ///     shutdown, with `TaskKitServiceLifecycle`) lets started tasks finish, on `clock`,
+    ///     before it cancels what remains. Default: 10 seconds.
     ///   - clock: the clock for `after:` delays, deadlines and reactor timeouts.
     ///   - logger: receives trace and debug messages; silent by default. Whether it receives the
     ///     per-task trace messages is decided from its level when the manager is made.
@@ -68,20 +71,17 @@ public final class TaskManager: Sendable {
     ///     a task runs inside a span named after the task's type, whose parent is the span active
     ///     where the task was added; a failed execution sets its error status (see
     ///     <doc:RunningOnAServer>). ``TaskTracing/none`` (default): no span, no cost.
-    ///   - shutdownGracePeriod: how long ``shutDown()`` (and a swift-service-lifecycle graceful
-    ///     shutdown, with `TaskKitServiceLifecycle`) lets started tasks finish, on `clock`,
-    ///     before it cancels what remains. Default: 10 seconds.
     /// - Precondition: `maximumConcurrentTasks`, when given, is at least 1; `shutdownGracePeriod` is
     ///   not negative.
     public init(
         interceptors: [any Interceptor] = [],
         reactors: [any Reactor] = [],
         maximumConcurrentTasks: Int? = nil,
+        shutdownGracePeriod: Duration = .seconds(10),
         clock: any Clock<Duration> = ContinuousClock(),
         logger: Logger = .silent(label: "TaskKit.TaskManager"),
         metricsLabel: String? = nil,
-        tracing: TaskTracing = .none,
-        shutdownGracePeriod: Duration = .seconds(10)
+        tracing: TaskTracing = .none
     ) {
         precondition(
             shutdownGracePeriod >= .zero,

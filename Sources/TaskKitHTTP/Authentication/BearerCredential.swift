@@ -33,7 +33,7 @@ public enum AuthenticationError: Error, Sendable, CustomStringConvertible {
     /// tokens, so the authenticator stops instead of refreshing forever.
     case refreshLoopDetected(limit: Int, window: Duration)
     /// The server rejected the request (`401`) again after it had been replayed `replays` times
-    /// with a newer token (``BearerTokenAuthenticator/Configuration/maximumReplays``).
+    /// with a newer token (`BearerTokenAuthenticator`'s `maximumReplays:`).
     case credentialRejected(replays: Int)
 
     /// A sentence naming the case and its details.

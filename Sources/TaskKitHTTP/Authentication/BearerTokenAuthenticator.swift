@@ -18,23 +18,23 @@ import FoundationNetworking
 /// - **No second refresh for stale signatures.** A `401` for a request signed with an older token
 ///   than the current one is replayed with the current token at once.
 /// - **Proactive refresh.** When the credential's lifetime ends within
-///   ``Configuration/refreshLeeway`` (or within half its lifetime, when that is shorter: a token
+///   `refreshLeeway:` (or within half its lifetime, when that is shorter: a token
 ///   is always used for the first half of its life), the next request refreshes before sending
 ///   instead of collecting a `401` first.
 /// - **Failure.** When `refresh` throws, every waiting request fails with
 ///   ``AuthenticationError/refreshFailed(underlying:)``; the old credential is kept and a later
 ///   `401` may try again.
 /// - **Bounded replays.** One request is replayed after a `401` at most
-///   ``Configuration/maximumReplays`` times; a further `401` ends it with
+///   `maximumReplays:` times; a further `401` ends it with
 ///   ``AuthenticationError/credentialRejected(replays:)``, however long each refresh takes.
-/// - **Loop guard.** When more than ``Configuration/maximumRefreshes`` refreshes would start
-///   within ``Configuration/refreshWindow`` (across all requests), the request fails with
+/// - **Loop guard.** When more than `maximumRefreshes:` refreshes would start
+///   within `refreshWindow:` (across all requests), the request fails with
 ///   ``AuthenticationError/refreshLoopDetected(limit:window:)`` instead.
 /// - **Cancellation.** A request whose task is cancelled while it waits stops waiting at once
 ///   (`CancellationError`); the refresh runs on for the others. When the last waiting request
 ///   leaves, the refresh task is cancelled and its result ignored; the next request that needs a
 ///   credential starts a new refresh.
-/// - **Bounded refresh.** ``Configuration/refreshRetry`` must be finite, so a failing token
+/// - **Bounded refresh.** `refreshRetry:` must be finite, so a failing token
 ///   endpoint answers every waiting request with
 ///   ``AuthenticationError/refreshFailed(underlying:)`` after a known number of attempts.
 /// - **Bypass.** `refresh` receives the manager's bare transport: the refresh request itself does
@@ -53,33 +53,30 @@ import FoundationNetworking
 ///     let token = try JSONDecoder().decode(TokenResponse.self, from: data)
 ///     return BearerCredential(accessToken: token.accessToken, expiresIn: .seconds(token.expiresIn))
 /// }
-/// let manager = URLTaskManager(interceptors: [auth, HTTPRetryPolicy()])
+/// let manager = URLTaskManager(interceptors: [auth, HTTPRetryPolicy()], transport: URLSessionTransport())
 /// ```
 public final class BearerTokenAuthenticator: Sendable {
-    /// Tuning of the refresh behaviour.
-    public struct Configuration: Sendable, Hashable {
+    /// Tuning of the refresh behaviour, validated: the initialiser's options as one value for
+    /// the state machine.
+    struct Configuration: Sendable, Hashable {
         /// Refresh before sending when the credential expires within this duration, or within
         /// half the credential's lifetime when that is shorter. Default 30 s.
-        public var refreshLeeway: Duration
+        var refreshLeeway: Duration
         /// The most refreshes allowed within ``refreshWindow``. Default 5.
-        public var maximumRefreshes: Int
+        var maximumRefreshes: Int
         /// The window of the refresh-loop guard. Default 30 s.
-        public var refreshWindow: Duration
+        var refreshWindow: Duration
         /// How a failing refresh is retried (on the authenticator's clock) before the waiting
         /// requests fail: `.never` or `.count(...)`. Default: no retry.
-        public var refreshRetry: RetryCount
+        var refreshRetry: RetryCount
         /// How many times one request is replayed after a `401`; the next `401` fails it with
         /// ``AuthenticationError/credentialRejected(replays:)``. Default 2: a replay with a
         /// token another request refreshed, then one with a token refreshed for it.
-        public var maximumReplays: Int
+        var maximumReplays: Int
 
-        /// Creates a configuration; invalid values stop with a precondition naming them.
-        ///
-        /// - Precondition: `refreshLeeway` and `refreshWindow` are not negative,
-        ///   `maximumRefreshes` is at least 1, `maximumReplays` is not negative, and
-        ///   `refreshRetry` is finite (`.infinity` would keep every waiting request waiting for
-        ///   as long as the token endpoint fails).
-        public init(
+        /// Invalid values stop with a precondition naming them (see the authenticator's
+        /// initialiser).
+        init(
             refreshLeeway: Duration = .seconds(30),
             maximumRefreshes: Int = 5,
             refreshWindow: Duration = .seconds(30),
@@ -123,22 +120,56 @@ public final class BearerTokenAuthenticator: Sendable {
     private let runRefresh: @Sendable (BearerCredential?, any HTTPTransport) async -> Result<BearerCredential, any Error>
     private let now: @Sendable () -> Duration
     private let logger: Logger
-    /// ``Configuration/maximumReplays``.
+    /// How many times one request is replayed after a `401` (the initialiser's `maximumReplays`).
     let maximumReplays: Int
 
     /// Creates an authenticator.
     ///
     /// - Parameters:
     ///   - credential: The credential to start with, or `nil` to refresh before the first request.
-    ///   - configuration: Refresh tuning.
+    ///   - refreshLeeway: Refresh before sending when the credential expires within this
+    ///     duration, or within half the credential's lifetime when that is shorter. Default 30 s.
+    ///   - maximumRefreshes: The most refreshes allowed within `refreshWindow`; one more stops
+    ///     with ``AuthenticationError/refreshLoopDetected(limit:window:)``. Default 5.
+    ///   - refreshWindow: The window of that refresh-loop guard. Default 30 s.
+    ///   - refreshRetry: How a failing refresh is retried (on `clock`) before the waiting
+    ///     requests fail: `.never` or `.count(...)`. Default: no retry.
+    ///   - maximumReplays: How many times one request is replayed after a `401`; the next `401`
+    ///     fails it with ``AuthenticationError/credentialRejected(replays:)``. Default 2: a
+    ///     replay with a token another request refreshed, then one with a token refreshed for it.
     ///   - clock: The clock measuring credential lifetimes and the loop-guard window.
     ///   - logger: Where refreshes are logged (at `.debug`; failures at `.warning`). Silent by default.
     ///   - refresh: Obtains a new credential.
-    public init(
+    /// - Precondition: `refreshLeeway` and `refreshWindow` are not negative, `maximumRefreshes` is
+    ///   at least 1, `maximumReplays` is not negative, and `refreshRetry` is finite (`.infinity`
+    ///   would keep every waiting request waiting for as long as the token endpoint fails).
+    public convenience init(
         credential: BearerCredential? = nil,
-        configuration: Configuration = Configuration(),
+        refreshLeeway: Duration = .seconds(30),
+        maximumRefreshes: Int = 5,
+        refreshWindow: Duration = .seconds(30),
+        refreshRetry: RetryCount = .never,
+        maximumReplays: Int = 2,
         clock: some Clock<Duration> = ContinuousClock(),
         logger: Logger = .silent(label: "TaskKitHTTP"),
+        refresh: @escaping Refresh
+    ) {
+        self.init(
+            credential: credential,
+            configuration: Configuration(
+                refreshLeeway: refreshLeeway, maximumRefreshes: maximumRefreshes, refreshWindow: refreshWindow,
+                refreshRetry: refreshRetry, maximumReplays: maximumReplays
+            ),
+            clock: clock, logger: logger, refresh: refresh
+        )
+    }
+
+    /// The initialiser the public one validates its options for.
+    init(
+        credential: BearerCredential?,
+        configuration: Configuration,
+        clock: some Clock<Duration>,
+        logger: Logger,
         refresh: @escaping Refresh
     ) {
         let origin = clock.now
