@@ -11,7 +11,7 @@ import FoundationNetworking
 /// cancellation and deadlines.
 ///
 /// ```swift
-/// let manager = URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()])
+/// let manager = URLTaskManager(interceptors: [authenticator, HTTPRetryPolicy()], transport: URLSessionTransport())
 /// let (data, response) = try await manager.data(for: URLRequest(url: profileURL))
 /// ```
 ///
