@@ -4,8 +4,8 @@ import Testing
 import TaskKit
 import TaskKitTestSupport
 
-// The README's quick starts, with a fake `api`, so they are known to compile and do what the
-// README says.
+// The README's app quick start, with a fake `api`, so it is known to compile and do what the
+// README says (its server quick start: TaskKitHTTPTests' ReadmeServerQuickStartTests).
 
 private struct ReadmeProfile: Sendable, Equatable { var name: String }
 
@@ -22,7 +22,6 @@ private final class ReadmeAPI: Sendable {
         try await Task.sleep(for: .milliseconds(50))
         return ["\(text) 1", "\(text) 2"]
     }
-    func upload(_ payload: Data) async throws -> Int { payload.count }
 }
 
 final class ReadmeCounter: Sendable {
@@ -46,12 +45,6 @@ private let api = ReadmeAPI()
     }
     func show(_ found: [String]) { results = found }
     var isSearching: Bool { tasks.taskIsRunning(forKey: .search) }
-}
-
-private final class ReadmeUpload: ManagedTask {
-    let payload: Data
-    init(_ payload: Data) { self.payload = payload }
-    func execute() async throws -> Int { try await api.upload(payload) }
 }
 
 @Suite("README quick starts")
@@ -86,21 +79,5 @@ struct ReadmeExampleTests {
             !model.isSearching
         }
         #expect(model.results == ["swift 1", "swift 2"])
-    }
-
-    @Test func taskManagerQuickStartRunsCancelsAndAwaits() async throws {
-        let manager = TaskManager(maximumConcurrentTasks: 4)
-        let data = Data([1, 2, 3])
-        let delivered = LockedState<[String]>([])
-        let handle = manager.add(task: ReadmeUpload(data), after: .seconds(1), timeout: .seconds(30)) { result in
-            delivered.withLock { $0.append("\(result)") }
-        }
-        handle.cancel()
-        let bytes = try await manager.value(of: ReadmeUpload(data))
-        #expect(bytes == 3)
-        await manager.waitTillAllTasksFinished()
-        let outcomes = delivered.withLock { $0 }
-        #expect(outcomes.count == 1)
-        #expect(outcomes.first?.contains("cancelled") == true)
     }
 }
