@@ -48,8 +48,8 @@ public final class PostgresSingleFlight: Sendable {
     private let maximumPollInterval: Duration
     private let statements: SingleFlightStatements
     /// The in-process merge: one flight per key at a time, nothing cached (the database is the
-    /// cache).
-    private let flights = KeyedMonoTask<ProcessFlight, FlightOutput>(maximumEntries: 1) { flight in
+    /// cache). Internal, not private: the tests read its counters to know every caller joined.
+    let flights = KeyedMonoTask<ProcessFlight, FlightOutput>(maximumEntries: 1) { flight in
         try await flight.fly()
     }
 

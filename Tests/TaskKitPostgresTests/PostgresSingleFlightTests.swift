@@ -137,16 +137,20 @@ struct PostgresSingleFlightTests {
     func concurrentCallersInOneProcessShareOneLoad() async throws {
         try await withFlight { flight, _ in
             let loads = Counter()
+            let release = TestGate()
             let values = try await withThrowingTaskGroup(of: Token.self) { group in
                 for _ in 0..<100 {
                     group.addTask {
                         try await flight.value(forKey: "shared") {
                             loads.increment()
-                            try await Task.sleep(for: .milliseconds(200))
+                            await release.wait()
                             return Token(value: "one")
                         }
                     }
                 }
+                // The load ends only once the 99 other callers have joined it.
+                await eventually("every caller joined the load") { flight.flights.counters.merges == 99 }
+                release.open()
                 return try await group.reduce(into: []) { $0.append($1) }
             }
             #expect(loads.value == 1)
@@ -176,13 +180,14 @@ struct PostgresSingleFlightTests {
         struct Failure: Error {}
         try await withFlight { flight, _ in
             let attempts = Counter()
+            let release = TestGate()
             let results = await withTaskGroup(of: Result<Token, any Error>.self) { group in
                 for _ in 0..<10 {
                     group.addTask {
                         do {
                             return .success(try await flight.value(forKey: "f", resultExpireDuration: .seconds(60)) {
                                 attempts.increment()
-                                try await Task.sleep(for: .milliseconds(200))
+                                await release.wait()
                                 throw Failure()
                             })
                         } catch {
@@ -190,6 +195,8 @@ struct PostgresSingleFlightTests {
                         }
                     }
                 }
+                await eventually("every caller joined the load") { flight.flights.counters.merges == 9 }
+                release.open()
                 return await group.reduce(into: []) { $0.append($1) }
             }
             #expect(attempts.value == 1)
@@ -206,16 +213,26 @@ struct PostgresSingleFlightTests {
         struct Failure: Error {}
         try await withFlight { first, client in
             let second = PostgresSingleFlight(client: client, tableName: first.tableName)
+            let claimed = TestGate()  // the first process's load runs: it holds the claim
+            let release = TestGate()
             let failing = Task {
                 try await first.value(forKey: "w", resultExpireDuration: .seconds(60)) { () async throws -> Token in
-                    try await Task.sleep(for: .milliseconds(500))
+                    claimed.arrive()
+                    await release.wait()
                     throw Failure()
                 }
             }
-            try await Task.sleep(for: .milliseconds(150))
-            let value = try await second.value(forKey: "w", resultExpireDuration: .seconds(60)) { Token(value: "second") }
-            #expect(value == Token(value: "second"))
+            await claimed.waitForArrivals(1)
+            let waiting = Task {
+                try await second.value(forKey: "w", resultExpireDuration: .seconds(60)) { Token(value: "second") }
+            }
+            // Whether the second process is already polling when the first fails, or asks just
+            // after, it finds no stored result and no claim, claims and loads: the verdict is the
+            // same, so nothing here waits for it.
+            release.open()
             await #expect(throws: Failure.self) { try await failing.boundedValue() }
+            let loaded = try await waiting.boundedValue()
+            #expect(loaded == Token(value: "second"))
         }
     }
 
@@ -260,16 +277,19 @@ struct PostgresSingleFlightTests {
     @Test(.scaledTimeLimit(minutes: 1))
     func aCancelledCallerLeavesAndTheOthersGetTheValue() async throws {
         try await withFlight { flight, _ in
+            let release = TestGate()
             let load: @Sendable () async throws -> Token = {
-                try await Task.sleep(for: .milliseconds(300))
+                await release.wait()
                 return Token(value: "done")
             }
             let cancelled = Task { try await flight.value(forKey: "c", resultExpireDuration: .seconds(60), load: load) }
             let other = Task { try await flight.value(forKey: "c", resultExpireDuration: .seconds(60), load: load) }
-            try await Task.sleep(for: .milliseconds(50))
+            await eventually("both callers joined the load") { flight.flights.counters.merges == 1 }
             cancelled.cancel()
             await #expect(throws: CancellationError.self) { try await cancelled.boundedValue() }
-            #expect(try await other.boundedValue() == Token(value: "done"))
+            release.open()
+            let value = try await other.boundedValue()
+            #expect(value == Token(value: "done"))
         }
     }
 
