@@ -56,22 +56,13 @@ import FoundationNetworking
 /// let manager = URLTaskManager(interceptors: [auth, HTTPRetryPolicy()], transport: URLSessionTransport())
 /// ```
 public final class BearerTokenAuthenticator: Sendable {
-    /// Tuning of the refresh behaviour, validated: the initialiser's options as one value for
-    /// the state machine.
+    /// The initialiser's refresh options as one value for the state machine, validated by its
+    /// `init` (each option is documented on the authenticator's initialiser).
     struct Configuration: Sendable, Hashable {
-        /// Refresh before sending when the credential expires within this duration, or within
-        /// half the credential's lifetime when that is shorter. Default 30 s.
         var refreshLeeway: Duration
-        /// The most refreshes allowed within ``refreshWindow``. Default 5.
         var maximumRefreshes: Int
-        /// The window of the refresh-loop guard. Default 30 s.
         var refreshWindow: Duration
-        /// How a failing refresh is retried (on the authenticator's clock) before the waiting
-        /// requests fail: `.never` or `.count(...)`. Default: no retry.
         var refreshRetry: RetryCount
-        /// How many times one request is replayed after a `401`; the next `401` fails it with
-        /// ``AuthenticationError/credentialRejected(replays:)``. Default 2: a replay with a
-        /// token another request refreshed, then one with a token refreshed for it.
         var maximumReplays: Int
 
         /// Invalid values stop with a precondition naming them (see the authenticator's
