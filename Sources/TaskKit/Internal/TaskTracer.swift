@@ -87,14 +87,14 @@ extension TaskSpan {
     }
 }
 
-/// What a MonoTask run or a KeyedMonoTask load reports to its span. The run's loop is generic
+/// What a MonoTask or KeyedMonoTask load reports to its span. The load's loop is generic
 /// over it, so that without a tracer (``UntracedRun``, empty) it compiles to the loop with no
 /// tracing at all: no larger async frame, hence no extra allocation per run.
 @usableFromInline
 protocol RunSpan {
     /// An attempt failed and is retried.
     func retried()
-    /// The run ended with `result`, delivered to `callers` callers (the one that started it and
+    /// The load ended with `result`, delivered to `callers` callers (the one that started it and
     /// those that joined it).
     func finished<Value>(_ result: Result<Value, any Error>, callers: Int)
 }

@@ -114,7 +114,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///     `key` metadata (nothing on the hit path). Default: silent.
     ///   - metricsLabel: With a label, the cache reports through the bootstrapped swift-metrics
     ///     `MetricsSystem` with the dimension `("name", metricsLabel)`: ``MonoTask``'s metric
-    ///     names (a load is a run) and `taskkit_keyed_evictions` (see <doc:RunningOnAServer>).
+    ///     names and `taskkit_keyed_evictions` (see <doc:RunningOnAServer>).
     ///     `nil` (default): no metric objects, no cost.
     ///   - tracing: With a tracer (`.distributedTracing` from `TaskKitTracing`), each load (its
     ///     attempts and retries) is one span, `KeyedMonoTask.load`, whose parent is the span active

@@ -9,13 +9,13 @@ import CoreMetrics
 final class MonoTaskMetrics: Sendable {
     /// `taskkit_monotask_requests`, `outcome` = `hit`: answered from the cache.
     let hits: Counter
-    /// `taskkit_monotask_requests`, `outcome` = `merged`: joined a run that another call started.
+    /// `taskkit_monotask_requests`, `outcome` = `merged`: joined a load that another call started.
     let merged: Counter
-    /// `taskkit_monotask_requests`, `outcome` = `executed`: started a run.
-    let executed: Counter
-    /// `taskkit_monotask_execution_duration`: one run, from its start to its final outcome.
-    let executionDuration: CoreMetrics.Timer
-    /// `taskkit_monotask_failures`: runs whose final outcome is a failure.
+    /// `taskkit_monotask_requests`, `outcome` = `loaded`: started a load.
+    let loaded: Counter
+    /// `taskkit_monotask_load_duration`: one load, from its start to its final outcome.
+    let loadDuration: CoreMetrics.Timer
+    /// `taskkit_monotask_failures`: loads whose final outcome is a failure.
     let failures: Counter
     /// `taskkit_keyed_evictions` (``KeyedMonoTask`` only): cached values evicted by a bound.
     let evictions: Counter?
@@ -29,8 +29,8 @@ final class MonoTaskMetrics: Sendable {
         let name = ("name", label)
         hits = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "hit")])
         merged = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "merged")])
-        executed = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "executed")])
-        executionDuration = CoreMetrics.Timer(label: "taskkit_monotask_execution_duration", dimensions: [name])
+        loaded = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "loaded")])
+        loadDuration = CoreMetrics.Timer(label: "taskkit_monotask_load_duration", dimensions: [name])
         failures = Counter(label: "taskkit_monotask_failures", dimensions: [name])
         evictions = keyed ? Counter(label: "taskkit_keyed_evictions", dimensions: [name]) : nil
         batches = keyed ? Counter(label: "taskkit_keyed_batches", dimensions: [name]) : nil
@@ -58,15 +58,15 @@ final class MonoTaskMetrics: Sendable {
         batchKeys?.record(keys)
     }
 
-    /// Counts a request that did not hit the cache: `started` when it started a run.
+    /// Counts a request that did not hit the cache: `started` when it started a load.
     func recordMiss(started: Bool) {
-        (started ? executed : merged).increment()
+        (started ? loaded : merged).increment()
     }
 
-    /// Records the end of a run that lasted `duration` with its final `result`.
+    /// Records the end of a load that lasted `duration` with its final `result`.
     @usableFromInline
     func recordRun<Value>(duration: Duration, result: Result<Value, any Error>) {
-        executionDuration.record(duration)
+        loadDuration.record(duration)
         if case .failure = result { failures.increment() }
     }
 }

@@ -6,7 +6,7 @@ import Logging
 /// retries its failures with backoff.
 ///
 /// Every caller asks the same `MonoTask` for "the" result:
-/// - **Merging.** Callers arriving while a run is in progress join it; they all receive the same
+/// - **Merging.** Callers arriving while a load is in progress join it; they all receive the same
 ///   result (callbacks in registration order). Only one task block runs at a time, ever.
 /// - **Caching.** A success is cached for `resultExpireDuration`, counted from its completion;
 ///   calls inside that window return it without executing. Failures are never cached. `.zero`
@@ -14,7 +14,7 @@ import Logging
 /// - **Retrying.** A failed attempt is retried as the ``RetryCount`` says, waiting on the
 ///   injected clock; waiters only ever see the final outcome.
 /// - **Cache control.** ``clearResult(ongoingExecutionStrategy:restartWhenIdle:)`` drops the
-///   cached value and decides what happens to a run in progress.
+///   cached value and decides what happens to a load in progress.
 ///
 /// ```swift
 /// let profile = MonoTask<String>(resultExpireDuration: .seconds(60)) {
@@ -26,10 +26,10 @@ import Logging
 ///
 /// Threading: all state lives in one lock; task blocks, callbacks and continuation resumptions
 /// never run while it is held. Callback results are delivered on `callbackQueue`; async callers
-/// are resumed directly from the thread that completes the run, and a cache hit through
+/// are resumed directly from the thread that completes the load, and a cache hit through
 /// ``asyncExecute(forceUpdate:)`` returns on the caller's own executor without suspending.
 ///
-/// A `MonoTask` that is released while a run is in progress stays alive until the run ends and
+/// A `MonoTask` that is released while a load is in progress stays alive until the load ends and
 /// delivers to every waiter.
 public final class MonoTask<TaskResult: Sendable>: Sendable {
     /// Receives the result of an execution.
@@ -54,7 +54,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     @usableFromInline
     struct State {
         @usableFromInline var machine: Machine
-        /// The `Task` of the current run, kept so `clearResult(.cancel)` can cancel it.
+        /// The `Task` of the current load, kept so `clearResult(.cancel)` can cancel it.
         var runTask: (generation: UInt64, task: Task<Void, any Error>)?
     }
 
@@ -78,7 +78,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     /// - Parameters:
     ///   - retry: How failed attempts are retried. Default: no retry.
     ///   - resultExpireDuration: How long a success stays cached, counted from its completion.
-    ///     `.zero` (default) caches nothing: concurrent callers still share a run; `nil` caches
+    ///     `.zero` (default) caches nothing: concurrent callers still share a load; `nil` caches
     ///     until cleared. Must not be negative.
     ///   - refreshAfter: Refresh ahead: once a cached value is this old (but still within
     ///     `resultExpireDuration`), a call returns it at once *and* starts one background
@@ -88,15 +88,15 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///   - callbackQueue: The queue on which ``execute(forceUpdate:then:)`` handlers are called.
     ///   - clock: The clock for the cache's time to live and the retry backoff. Default:
     ///     `ContinuousClock()`.
-    ///   - logger: Receives debug messages about runs, retries and cancellations. Default: silent.
+    ///   - logger: Receives debug messages about loads, retries and cancellations. Default: silent.
     ///   - metricsLabel: With a label, the task reports through the bootstrapped swift-metrics
     ///     `MetricsSystem` with the dimension `("name", metricsLabel)`: `taskkit_monotask_requests`
-    ///     (`outcome`: `hit`, `merged`, `executed`), `taskkit_monotask_execution_duration` and
+    ///     (`outcome`: `hit`, `merged`, `loaded`), `taskkit_monotask_load_duration` and
     ///     `taskkit_monotask_failures` (see <doc:RunningOnAServer>). `nil` (default): no metric
     ///     objects, no cost.
-    ///   - tracing: With a tracer (`.distributedTracing` from `TaskKitTracing`), each run (its
+    ///   - tracing: With a tracer (`.distributedTracing` from `TaskKitTracing`), each load (its
     ///     attempts and retries) is one span, `MonoTask.execute`, whose parent is the span active
-    ///     where the call that started the run was made, with the attribute
+    ///     where the call that started the load was made, with the attribute
     ///     `taskkit.monotask.callers` (see <doc:RunningOnAServer>). ``TaskTracing/none``
     ///     (default): no span, no cost.
     ///   - task: The work. It must call its callback once; later calls are ignored.
@@ -130,10 +130,10 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///   - callbackQueue: The queue on which ``execute(forceUpdate:then:)`` handlers are called.
     ///   - clock: The clock for the cache's time to live and the retry backoff. Default:
     ///     `ContinuousClock()`.
-    ///   - logger: Receives debug messages about runs, retries and cancellations. Default: silent.
+    ///   - logger: Receives debug messages about loads, retries and cancellations. Default: silent.
     ///   - metricsLabel: Reports through swift-metrics under this name; `nil` (default): no
     ///     metrics. See the callback initialiser.
-    ///   - tracing: Reports a span per run; ``TaskTracing/none`` (default): none. See the callback
+    ///   - tracing: Reports a span per load; ``TaskTracing/none`` (default): none. See the callback
     ///     initialiser.
     ///   - task: The work, returning its outcome. Cancelled by `clearResult(.cancel)`.
     public convenience init(
@@ -196,11 +196,11 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
 
     /// Starts an execution if needed, without waiting for its result (fire-and-forget).
     ///
-    /// Joins a run in progress, or does nothing when a fresh value is cached. Useful to warm the
+    /// Joins a load in progress, or does nothing when a fresh value is cached. Useful to warm the
     /// cache.
     ///
-    /// - Parameter forceUpdate: Ignore the cached value; when a run is in progress, request a
-    ///   fresh run after it.
+    /// - Parameter forceUpdate: Ignore the cached value; when a load is in progress, request a
+    ///   fresh load after it.
     public func justExecute(forceUpdate: Bool = false) {
         execute(forceUpdate: forceUpdate, then: nil)
     }
@@ -209,9 +209,9 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     /// with the result.
     ///
     /// - Parameters:
-    ///   - forceUpdate: Ignore the cached value and never receive the result of a run that began
-    ///     before this call: when one is in progress, a fresh run follows it (never beside it)
-    ///     and this handler receives the fresh result. A failed forced run leaves the previously
+    ///   - forceUpdate: Ignore the cached value and never receive the result of a load that began
+    ///     before this call: when one is in progress, a fresh load follows it (never beside it)
+    ///     and this handler receives the fresh result. A failed forced load leaves the previously
     ///     cached value in place.
     ///   - completionHandler: Called exactly once on `callbackQueue`, or `nil` for none.
     public func execute(forceUpdate: Bool = false, then completionHandler: ResultCallback?) {
@@ -239,15 +239,15 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     /// Executes (or joins, or reads the cache) and returns the result.
     ///
     /// A cache hit returns without suspending and without allocating. Otherwise the caller waits
-    /// for the run's final outcome. If the calling `Task` is cancelled while waiting, this returns
-    /// `.failure(CancellationError())` at once; the run goes on for the other waiters and its
+    /// for the load's final outcome. If the calling `Task` is cancelled while waiting, this returns
+    /// `.failure(CancellationError())` at once; the load goes on for the other waiters and its
     /// success is still cached.
     ///
     /// Runs on the caller's executor (`nonisolated(nonsending)`): no executor hop on entry.
     ///
     /// - Parameter forceUpdate: See ``execute(forceUpdate:then:)``.
     /// - Returns: The outcome; `.failure(MonoTask.Errors.executionCancelledDueToClearResult)` if
-    ///   the run was cancelled by ``clearResult(ongoingExecutionStrategy:restartWhenIdle:)``.
+    ///   the load was cancelled by ``clearResult(ongoingExecutionStrategy:restartWhenIdle:)``.
     @inlinable
     @discardableResult
     nonisolated(nonsending)
@@ -317,13 +317,13 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
 
     // MARK: State
 
-    /// The cached value if one exists and is within its time to live; never starts a run.
+    /// The cached value if one exists and is within its time to live; never starts a load.
     public var currentResult: TaskResult? {
         let now = time.now()
         return state.withLock { $0.machine.currentValue(now: now) }
     }
 
-    /// Whether a run is in progress: attempting, waiting between retries, or about to start.
+    /// Whether a load is in progress: attempting, waiting between retries, or about to start.
     public var isExecuting: Bool {
         state.withLock { $0.machine.isExecuting }
     }
@@ -335,13 +335,13 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
 
     // MARK: Cache control
 
-    /// Drops the cached value and decides what happens to a run in progress.
+    /// Drops the cached value and decides what happens to a load in progress.
     ///
     /// - Parameters:
-    ///   - ongoingExecutionStrategy: What to do with a run in progress (see
+    ///   - ongoingExecutionStrategy: What to do with a load in progress (see
     ///     ``OngoingExecutionStrategy``). Default: ``OngoingExecutionStrategy/allowCompletion``.
-    ///   - restartWhenIdle: When no run is in progress, start a fresh one at once that later
-    ///     callers join (``isExecuting`` is `true` during it). Ignored when a run is in progress.
+    ///   - restartWhenIdle: When no load is in progress, start a fresh one at once that later
+    ///     callers join (``isExecuting`` is `true` during it). Ignored when a load is in progress.
     public func clearResult(
         ongoingExecutionStrategy: OngoingExecutionStrategy = .allowCompletion,
         restartWhenIdle: Bool = false
@@ -362,25 +362,25 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         case .none:
             break
         case .startRun(let generation, _):
-            logger.debug("MonoTask: clearResult starts run \(generation)")
+            logger.debug("MonoTask: clearResult starts load \(generation)")
             startRun(generation)
         case .failWaiters(let waiters, _):
-            logger.debug("MonoTask: clearResult cancelled the run in progress (\(waiters.count) waiters)")
+            logger.debug("MonoTask: clearResult cancelled the load in progress (\(waiters.count) waiters)")
             deliver(.failure(Errors.executionCancelledDueToClearResult), to: waiters)
         }
     }
 
     // MARK: Running
 
-    /// Starts the `Task` of run `generation`. It holds `self` strongly until the run ends.
+    /// Starts the `Task` of load `generation`. It holds `self` strongly until the load ends.
     ///
-    /// - Parameter byCaller: Whether a call of the user's started the run (its span is then the
-    ///   parent of the run's); `false` for the follow-up runs a run starts.
+    /// - Parameter byCaller: Whether a call of the user's started the load (its span is then the
+    ///   parent of the load's); `false` for the follow-up loads a load starts.
     @usableFromInline
     func startRun(_ generation: UInt64, byCaller: Bool = true) {
-        logger.debug("MonoTask: run \(generation) starts")
+        logger.debug("MonoTask: load \(generation) starts")
         // Throwing operations that throw nothing: a `Task<Void, Never>` wraps its operation in a
-        // thunk, one more allocation per run (see `AnyTaskBox.publishExecution`).
+        // thunk, one more allocation per load (see `AnyTaskBox.publishExecution`).
         let task: Task<Void, any Error>
         if let tracer {
             let parent = byCaller ? tracer.currentContext() : nil
@@ -401,11 +401,11 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         if stale { task.cancel() }
     }
 
-    /// Runs the attempts of run `generation`, reporting retries and the outcome to `span`.
+    /// Runs the attempts of load `generation`, reporting retries and the outcome to `span`.
     private func run(_ generation: UInt64, span: some RunSpan) async {
         let started = metrics == nil ? Duration.zero : time.now()
         while true {
-            // A run cancelled before its first attempt skips the body but still reports, so the
+            // A load cancelled before its first attempt skips the body but still reports, so the
             // state machine's count of active bodies stays exact.
             let result: Result<TaskResult, any Error> =
                 Task.isCancelled ? .failure(CancellationError()) : await attempt()
@@ -422,7 +422,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
                 return
             case .retry(let delay):
                 span.retried()
-                logger.debug("MonoTask: run \(generation) retries after \(delay)")
+                logger.debug("MonoTask: load \(generation) retries after \(delay)")
                 if delay > .zero {
                     try? await time.sleep(for: delay)
                 }

@@ -6,11 +6,11 @@
 public struct MonoTaskCounters: Sendable, Hashable, CustomStringConvertible {
     /// Calls answered from the cache without executing.
     public internal(set) var hits: Int = 0
-    /// Calls that joined a run that existed already (or a requested follow-up run) instead of
+    /// Calls that joined a load that existed already (or a requested follow-up load) instead of
     /// starting one. Fire-and-forget calls (`justExecute`) are not counted.
     public internal(set) var merges: Int = 0
     /// Runs started: first executions, `forceUpdate` follow-ups, restarts and background
-    /// refreshes. Retries of a run are not counted here (see ``retries``).
+    /// refreshes. Retries of a load are not counted here (see ``retries``).
     public internal(set) var loads: Int = 0
     /// Retry attempts made after failed attempts.
     public internal(set) var retries: Int = 0

@@ -2,7 +2,7 @@
 ///
 /// Every method takes the current time as an offset (`Duration`) from the owner's clock origin,
 /// mutates the state and returns an *action* that the owner performs after releasing its lock:
-/// which waiters to deliver to, which run to start, which run's `Task` to cancel. The owner
+/// which waiters to deliver to, which load to start, which load's `Task` to cancel. The owner
 /// (``MonoTask``) keeps one instance inside a `LockedState`.
 ///
 /// `Waiter` is whatever the owner needs to deliver a result (a continuation or a callback in
@@ -11,12 +11,12 @@
 /// ``clearResult(strategy:restartWhenIdle:)`` (`.cancel`) or ``cancelWaiter(_:)``.
 ///
 /// Vocabulary:
-/// - A *run* is one logical execution: the first attempt plus its retries. Each run has a unique
-///   *generation*; a run's attempts report with their generation, so a report from a run that
+/// - A *load* is one logical execution: the first attempt plus its retries. Each load has a unique
+///   *generation*; a load's attempts report with their generation, so a report from a load that
 ///   was cancelled or replaced is recognised as stale and ignored.
 /// - An *attempt body* is one call of the user's task block. At most one body is active at any
 ///   time, even across a `.cancel`: a cancelled body that is still running is a *zombie*, and the
-///   next run waits (`pendingStart`) until it has returned.
+///   next load waits (`pendingStart`) until it has returned.
 @usableFromInline
 struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     @usableFromInline typealias Generation = UInt64
@@ -30,7 +30,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         @usableFromInline var timeToLive: Duration?
         /// After this age a cached value is still returned but a background refresh starts.
         @usableFromInline var refreshAfter: Duration?
-        /// The retry policy of each run.
+        /// The retry policy of each load.
         @usableFromInline var retry: RetryCount
         /// The randomness of the retry delays' jitter.
         var jitter: RetryJitter
@@ -60,12 +60,12 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     struct Execution {
         var generation: Generation
         @usableFromInline var phase: Phase
-        /// Waiters served by this run's result, in registration order.
+        /// Waiters served by this load's result, in registration order.
         @usableFromInline var waiters: [Entry]
-        /// `forceUpdate` callers that arrived after this run began: served by the run that follows.
-        /// Non-`nil` (possibly empty) means a follow-up run is requested.
+        /// `forceUpdate` callers that arrived after this load began: served by the load that follows.
+        /// Non-`nil` (possibly empty) means a follow-up load is requested.
         @usableFromInline var followUp: [Entry]?
-        /// `clearResult(.restart)` arrived: discard this run's result and start a fresh run.
+        /// `clearResult(.restart)` arrived: discard this load's result and start a fresh load.
         @usableFromInline var restartPending: Bool
         var schedule: RetrySchedule
     }
@@ -80,7 +80,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
 
     @usableFromInline
     enum FastPathAction {
-        /// A fresh cached value; start the given run in the background if non-`nil` (refresh).
+        /// A fresh cached value; start the given load in the background if non-`nil` (refresh).
         case hit(Value, startRun: Generation?)
         /// No usable cached value: register a waiter with this identifier.
         case miss(WaiterID)
@@ -90,26 +90,26 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     enum ExecuteAction {
         /// A fresh cached value for the caller, who was not stored; maybe start a background refresh.
         case deliverCached(Value, startRun: Generation?)
-        /// The waiter (if any) was stored; start the given run if non-`nil`.
+        /// The waiter (if any) was stored; start the given load if non-`nil`.
         case enqueued(startRun: Generation?)
         /// The caller's task was already cancelled: not stored; fail it with `CancellationError`.
         case callerCancelled
     }
 
     enum AttemptFinishedAction {
-        /// Nothing to do (for example a stale report from a cancelled run).
+        /// Nothing to do (for example a stale report from a cancelled load).
         case none
         /// Sleep for the delay, then ask ``retryDue(generation:)``.
         case retry(after: Duration)
         /// Deliver `result` to `waiters` (registration order); then start `startRun` if non-`nil`.
         case finish(waiters: [Waiter], result: Result<Value, any Error>, startRun: Generation?)
-        /// Start this run (a restart, or a run that was waiting for a zombie body to return).
+        /// Start this load (a restart, or a load that was waiting for a zombie body to return).
         case startRun(Generation)
     }
 
     enum ClearAction {
         case none
-        /// Start run `generation`; cancel the `Task` of run `cancelRun` if non-`nil`.
+        /// Start load `generation`; cancel the `Task` of load `cancelRun` if non-`nil`.
         case startRun(Generation, cancelRun: Generation?)
         /// Fail `waiters` with ``MonoTask/Errors/executionCancelledDueToClearResult`` and cancel
         /// the `Task` of run `cancelRun` if non-`nil`.
@@ -121,9 +121,9 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     @usableFromInline let configuration: Configuration
     @usableFromInline private(set) var cached: Cached?
     @usableFromInline private(set) var execution: Execution?
-    /// The generation of the most recently created run.
+    /// The generation of the most recently created load.
     private(set) var generation: Generation = 0
-    /// Attempt bodies of cancelled runs that have not returned yet.
+    /// Attempt bodies of cancelled loads that have not returned yet.
     private(set) var zombieBodies = 0
     @usableFromInline var lastWaiterID: WaiterID = 0
     @usableFromInline private(set) var counters = MonoTaskCounters()
@@ -134,10 +134,10 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
 
     // MARK: Queries
 
-    /// Whether a run exists (started, pending start, or between attempts).
+    /// Whether a load exists (started, pending start, or between attempts).
     var isExecuting: Bool { execution != nil }
 
-    /// Whether run `generation` is the current one.
+    /// Whether load `generation` is the current one.
     func isLive(_ generation: Generation) -> Bool {
         execution?.generation == generation
     }
@@ -180,7 +180,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     }
 
     /// A caller asks for the result. `waiter` is `nil` for fire-and-forget calls. Inlinable, so
-    /// a caller joining a run executes code specialised for its value type.
+    /// a caller joining a load executes code specialised for its value type.
     @inlinable
     mutating func execute(
         waiter: Waiter?, id: WaiterID, forceUpdate: Bool, now: Duration, callerCancelled: Bool = false
@@ -194,8 +194,8 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         guard execution != nil else {
             return .enqueued(startRun: beginRun(waiters: waiter.map { [Entry(id: id, waiter: $0)] } ?? []))
         }
-        // The run is mutated in place (`execution!`), so its arrays stay uniquely referenced.
-        // A forced caller must not get the result of a run that began before its call. A run
+        // The load is mutated in place (`execution!`), so its arrays stay uniquely referenced.
+        // A forced caller must not get the result of a load that began before its call. A load
         // still pending its start, or one whose result will be discarded by a restart, is fine.
         let needsFollowUp = forceUpdate && execution!.phase != .pendingStart && !execution!.restartPending
         if needsFollowUp {
@@ -231,12 +231,12 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
 
     // MARK: Runs
 
-    /// An attempt body of run `generation` returned `result`.
+    /// An attempt body of load `generation` returned `result`.
     mutating func attemptFinished(
         generation finished: Generation, result: Result<Value, any Error>, now: Duration
     ) -> AttemptFinishedAction {
         guard var current = execution, current.generation == finished, current.phase == .running else {
-            // A zombie body (its run was cancelled) returned: its result is discarded.
+            // A zombie body (its load was cancelled) returned: its result is discarded.
             if zombieBodies > 0 { zombieBodies -= 1 }
             if zombieBodies == 0, var pending = execution, pending.phase == .pendingStart {
                 pending.phase = .running
@@ -269,7 +269,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         return .finish(waiters: waiters, result: result, startRun: next)
     }
 
-    /// The backoff delay of run `generation` is over: whether its next attempt may start now.
+    /// The backoff delay of load `generation` is over: whether its next attempt may start now.
     mutating func retryDue(generation due: Generation) -> Bool {
         guard var current = execution, current.generation == due, current.phase == .backoff else {
             return false
@@ -310,7 +310,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
                 execution = current
                 return .none
             case .backoff:
-                // No body is running: replace the sleeping run with a fresh one right away.
+                // No body is running: replace the sleeping load with a fresh one right away.
                 execution = nil
                 return .startRun(replaceRun(current), cancelRun: current.generation)
             }
@@ -343,13 +343,13 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         return (cached.value, startRun)
     }
 
-    /// Creates a run without waiters (a refresh-ahead run); see ``beginRun(waiters:)``.
+    /// Creates a load without waiters (a refresh-ahead load); see ``beginRun(waiters:)``.
     @usableFromInline
     mutating func beginBackgroundRun() -> Generation? {
         beginRun(waiters: [])
     }
 
-    /// Creates a run with `waiters` (requires `execution == nil`). Returns its generation if it
+    /// Creates a load with `waiters` (requires `execution == nil`). Returns its generation if it
     /// may start now, `nil` if it must wait for a zombie body to return.
     @usableFromInline
     mutating func beginRun(waiters: [Entry]) -> Generation? {
@@ -367,11 +367,11 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         return canStart ? generation : nil
     }
 
-    /// Replaces `old` (already taken out of `execution`) by a fresh run serving all its waiters.
+    /// Replaces `old` (already taken out of `execution`) by a fresh load serving all its waiters.
     private mutating func replaceRun(_ old: Execution) -> Generation {
         var waiters = old.waiters
         if let followUp = old.followUp { waiters.append(contentsOf: followUp) }
-        // No body is active here (the old body just returned, or the old run was in backoff).
+        // No body is active here (the old body just returned, or the old load was in backoff).
         generation &+= 1
         counters.loads += 1
         execution = Execution(

@@ -36,11 +36,11 @@ private struct MetricsTestError: Error {}
         #expect(try await task.asyncExecute().get() == 7)
         #expect(try await task.asyncExecute().get() == 7)
 
-        #expect(requests("mono-outcomes", "executed") == 1)
+        #expect(requests("mono-outcomes", "loaded") == 1)
         #expect(requests("mono-outcomes", "merged") == 1)
         #expect(requests("mono-outcomes", "hit") == 2)
         #expect(total("taskkit_monotask_failures", "mono-outcomes") == 0)
-        let timer = try metrics.expectTimer("taskkit_monotask_execution_duration", [("name", "mono-outcomes")])
+        let timer = try metrics.expectTimer("taskkit_monotask_load_duration", [("name", "mono-outcomes")])
         #expect(timer.values.count == 1)
     }
 
@@ -54,10 +54,10 @@ private struct MetricsTestError: Error {}
         let delivered = MonoCounter()
         task.execute { _ in delivered.increment() }
         await delivered.wait(untilAtLeast: 1)
-        #expect(requests("mono-failures", "executed") == 2)
+        #expect(requests("mono-failures", "loaded") == 2)
         #expect(total("taskkit_monotask_failures", "mono-failures") == 2)
         let timer = try processTestMetrics.expectTimer(
-            "taskkit_monotask_execution_duration", [("name", "mono-failures")]
+            "taskkit_monotask_load_duration", [("name", "mono-failures")]
         )
         #expect(timer.values.count == 2)
     }
@@ -103,14 +103,14 @@ private struct MetricsTestError: Error {}
         #expect(many.count == 2)
         await #expect(throws: MetricsTestError.self) { try await cache.value(for: -1) }
 
-        #expect(requests("keyed-outcomes", "executed") == 4)
+        #expect(requests("keyed-outcomes", "loaded") == 4)
         #expect(requests("keyed-outcomes", "merged") == 1)
         #expect(requests("keyed-outcomes", "hit") == 3)
         #expect(total("taskkit_monotask_failures", "keyed-outcomes") == 1)
         #expect(total("taskkit_keyed_evictions", "keyed-outcomes") >= 1)
         #expect(total("taskkit_keyed_evictions", "keyed-outcomes") == Int64(cache.counters.evictions))
         let timer = try processTestMetrics.expectTimer(
-            "taskkit_monotask_execution_duration", [("name", "keyed-outcomes")]
+            "taskkit_monotask_load_duration", [("name", "keyed-outcomes")]
         )
         #expect(timer.values.count == 4)
     }
@@ -128,7 +128,7 @@ private struct MetricsTestError: Error {}
         #expect(total("taskkit_keyed_batches", "keyed-batches") == 3)
         let sizes = try processTestMetrics.expectRecorder("taskkit_keyed_batch_keys", [("name", "keyed-batches")])
         #expect(sizes.values.map { Int($0) }.sorted() == [2, 4, 4])
-        #expect(requests("keyed-batches", "executed") == 10)
+        #expect(requests("keyed-batches", "loaded") == 10)
         #expect(cache.counters.batches == 3 && cache.counters.batchedKeys == 10)
     }
 }
