@@ -277,6 +277,32 @@ let package = Package(
                 .product(name: "Graphiti", package: "Graphiti", condition: .when(traits: ["Examples"])),
             ]
         ),
+        // Every Swift sample of the README and the documentation catalogs, written into
+        // Generated/ by `scripts/samples` (CI checks it is up to date), compiled against the
+        // public products only; a deprecated API in a sample is an error. Nothing here runs.
+        .testTarget(
+            name: "TaskKitSampleTests",
+            dependencies: [
+                "TaskKit", "TaskKitTesting", "TaskKitHTTP", "TaskKitAsyncHTTPClient", "TaskKitPostgres",
+                "TaskKitServiceLifecycle", "TaskKitTracing", "TaskKitCombine",
+                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["AsyncHTTPClient"])),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["ServiceLifecycle"])),
+                .product(name: "Tracing", package: "swift-distributed-tracing", condition: .when(traits: ["Tracing"])),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing", condition: .when(traits: ["Tracing"])),
+                .product(name: "Prometheus", package: "swift-prometheus", condition: .when(traits: ["Examples"])),
+                .product(name: "Graphiti", package: "Graphiti", condition: .when(traits: ["Examples"])),
+                .product(
+                    name: "OpenCombine", package: "OpenCombine",
+                    condition: .when(platforms: [.linux, .windows, .android, .wasi, .openbsd], traits: ["OpenCombine"])
+                ),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
+            exclude: ["Preludes"],
+            swiftSettings: [.treatWarning("DeprecatedDeclaration", as: .error)]
+        ),
         // Against a real PostgreSQL server (`scripts/with-postgres`); skipped without one.
         .testTarget(
             name: "TaskKitPostgresTests",

@@ -1,0 +1,2 @@
+// What the samples of UsingKeyedMonoTask.md use but do not declare.
+import TaskKit
