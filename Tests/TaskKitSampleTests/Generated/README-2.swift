@@ -30,5 +30,5 @@ private func statements() async throws {
     let (first, second) = try await (a, b)
     _ = first
     _ = second
-    profile.clearResult(ongoingExecutionStrategy: .restart)   // drop the cache; rerun a run in flight
+    profile.clearResult(ongoingExecutionStrategy: .restart)   // drop the cache; restart a load in flight
 }
