@@ -77,16 +77,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         @usableFromInline var hash: UInt32
         /// Waiting for the backoff delay before the next attempt.
         @usableFromInline var inBackoff = false
-        /// Served by this load's result, in registration order.
-        @usableFromInline var waiters: [WaiterEntry]
-        /// `forceUpdate` callers that arrived after this load began: served by the load that
-        /// follows it. Non-`nil` means a follow-up load is requested.
-        @usableFromInline var followUp: [WaiterEntry]?
-        /// Retries made so far, and the delay before the last: the load's place in the
-        /// configured policy's schedule. Not the `RetrySchedule` itself, which holds the policy
-        /// (over 100 bytes, copied with every load that starts or ends).
-        @usableFromInline var retriesMade = 0
-        @usableFromInline var lastRetryDelay: Duration?
+        /// Its waiters, its follow-up's, and its retries (the rules ``MonoTask`` shares).
+        @usableFromInline var flight: SingleFlight<Waiter>
         /// `false` once `invalidate` detached it: its result is delivered but not stored.
         @usableFromInline var attached = true
 
@@ -94,7 +86,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         init(key: Key, hash: UInt32, waiters: [WaiterEntry]) {
             self.key = key
             self.hash = hash
-            self.waiters = waiters
+            self.flight = SingleFlight(waiters: waiters)
         }
     }
 
@@ -286,12 +278,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         let running = table.load(of: slot)
         if running != 0 {
             // Join the load in flight, or (forced) the load that will follow it.
-            if forceUpdate {
-                let slot = Self.slot(running)
-                loadSlots[slot]!.followUp = (loadSlots[slot]!.followUp ?? []) + [WaiterEntry(id: id, waiter: waiter)]
-            } else {
-                loadSlots[Self.slot(running)]!.waiters.append(WaiterEntry(id: id, waiter: waiter))
-            }
+            loadSlots[Self.slot(running)]!.flight.join(WaiterEntry(id: id, waiter: waiter), forced: forceUpdate)
             counters.recordMerge()
             return .enqueued(startLoad: nil, released: Released())
         }
@@ -332,7 +319,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @usableFromInline
     mutating func cancelWaiter(key: Key, id: WaiterID) -> Waiter? {
         if let slot = table.find(key), case let running = table.load(of: slot), running != 0,
-            let waiter = loadSlots[Self.slot(running)]!.removeWaiter(id)
+            let waiter = loadSlots[Self.slot(running)]!.flight.remove(id)
         {
             counters.callerCancellations += 1
             return waiter
@@ -340,12 +327,12 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         guard detachedLoads > 0 else { return nil }
         var holder: Int?
         for slot in loadSlots.indices {
-            if let load = loadSlots[slot], !load.attached, load.holdsWaiter(id) {
+            if let load = loadSlots[slot], !load.attached, load.flight.holds(id) {
                 holder = slot
                 break
             }
         }
-        guard let holder, let waiter = loadSlots[holder]!.removeWaiter(id) else { return nil }
+        guard let holder, let waiter = loadSlots[holder]!.flight.remove(id) else { return nil }
         counters.callerCancellations += 1
         return waiter
     }
@@ -361,13 +348,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         if case .failure = result {
             var jitter = configuration.jitter  // copies share one generator
             let slot = Self.slot(finished)
-            var schedule = RetrySchedule(
-                policy: configuration.retry, retriesMade: loadSlots[slot]!.retriesMade,
-                lastDelay: loadSlots[slot]!.lastRetryDelay
-            )
-            if let delay = schedule.nextDelay(using: &jitter) {
-                loadSlots[slot]!.retriesMade = schedule.retriesMade
-                loadSlots[slot]!.lastRetryDelay = schedule.lastDelay
+            if let delay = loadSlots[slot]!.flight.nextRetryDelay(policy: configuration.retry, jitter: &jitter) {
                 loadSlots[slot]!.inBackoff = true
                 counters.recordRetry()
                 return .retry(after: delay)
@@ -395,7 +376,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
                     table.setCost(slot, cost)
                 }
             }
-            if let followUp = load.followUp {
+            if let followUp = load.flight.followUp {
                 let generation = beginLoad(key: load.key, hash: load.hash, waiters: followUp)
                 table.replaceLoad(slot, with: generation)
                 next = startLoad(key: load.key, generation: generation)
@@ -411,7 +392,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         } else {
             detachedLoads -= 1
         }
-        return .finish(waiters: load.waiters, result: result, next: next, released: released)
+        return .finish(waiters: load.flight.waiters, result: result, next: next, released: released)
     }
 
     /// Another shard's load finished with the cache above a bound and nothing left to evict
@@ -489,8 +470,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         let slot = Self.slot(running)
         loadSlots[slot]!.attached = false
         detachedLoads += 1
-        guard let followUp = loadSlots[slot]!.followUp else { return nil }
-        loadSlots[slot]!.followUp = nil
+        guard let followUp = loadSlots[slot]!.flight.followUp else { return nil }
+        loadSlots[slot]!.flight.followUp = nil
         // The forced callers asked for a load that begins after their call: a new entry, now.
         let key = loadSlots[slot]!.key
         let hash = loadSlots[slot]!.hash
@@ -594,24 +575,6 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             freeLoadSlots.append(Int32(slot))
         }
         return load
-    }
-}
-
-extension KeyedMonoTaskStateMachine.Load {
-    /// Whether the waiter `id` is among the waiters or the follow-up list.
-    fileprivate func holdsWaiter(_ id: KeyedMonoTaskStateMachine.WaiterID) -> Bool {
-        waiters.contains { $0.id == id } || followUp?.contains { $0.id == id } == true
-    }
-
-    /// Takes out the waiter `id` from the waiters or the follow-up list.
-    fileprivate mutating func removeWaiter(_ id: KeyedMonoTaskStateMachine.WaiterID) -> Waiter? {
-        if let index = waiters.firstIndex(where: { $0.id == id }) {
-            return waiters.remove(at: index).waiter
-        }
-        if let index = followUp?.firstIndex(where: { $0.id == id }) {
-            return followUp!.remove(at: index).waiter
-        }
-        return nil
     }
 }
 

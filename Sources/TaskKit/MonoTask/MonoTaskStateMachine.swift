@@ -60,14 +60,10 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     struct Execution {
         var generation: Generation
         @usableFromInline var phase: Phase
-        /// Waiters served by this load's result, in registration order.
-        @usableFromInline var waiters: [Entry]
-        /// `forceUpdate` callers that arrived after this load began: served by the load that follows.
-        /// Non-`nil` (possibly empty) means a follow-up load is requested.
-        @usableFromInline var followUp: [Entry]?
+        /// Its waiters, its follow-up's, and its retries (the rules ``KeyedMonoTask`` shares).
+        @usableFromInline var flight: SingleFlight<Waiter>
         /// `clearResult(.restart)` arrived: discard this load's result and start a fresh load.
         @usableFromInline var restartPending: Bool
-        var schedule: RetrySchedule
     }
 
     @usableFromInline
@@ -198,12 +194,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         // A forced caller must not get the result of a load that began before its call. A load
         // still pending its start, or one whose result will be discarded by a restart, is fine.
         let needsFollowUp = forceUpdate && execution!.phase != .pendingStart && !execution!.restartPending
-        if needsFollowUp {
-            if execution!.followUp == nil { execution!.followUp = [] }
-            if let waiter { execution!.followUp!.append(Entry(id: id, waiter: waiter)) }
-        } else if let waiter {
-            execution!.waiters.append(Entry(id: id, waiter: waiter))
-        }
+        execution!.flight.join(waiter.map { Entry(id: id, waiter: $0) }, forced: needsFollowUp)
         if waiter != nil { counters.recordMerge() }
         return .enqueued(startRun: nil)
     }
@@ -211,22 +202,9 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     /// An async caller's task was cancelled: take its waiter out, if still stored.
     @usableFromInline
     mutating func cancelWaiter(_ id: WaiterID) -> Waiter? {
-        guard var current = execution else { return nil }
-        if let index = current.waiters.firstIndex(where: { $0.id == id }) {
-            execution = nil
-            let entry = current.waiters.remove(at: index)
-            execution = current
-            counters.callerCancellations += 1
-            return entry.waiter
-        }
-        if let index = current.followUp?.firstIndex(where: { $0.id == id }) {
-            execution = nil
-            let entry = current.followUp!.remove(at: index)
-            execution = current
-            counters.callerCancellations += 1
-            return entry.waiter
-        }
-        return nil
+        guard execution != nil, let waiter = execution!.flight.remove(id) else { return nil }
+        counters.callerCancellations += 1
+        return waiter
     }
 
     // MARK: Runs
@@ -252,7 +230,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         switch result {
         case .failure:
             var jitter = configuration.jitter  // copies share one generator
-            if let delay = current.schedule.nextDelay(using: &jitter) {
+            if let delay = current.flight.nextRetryDelay(policy: configuration.retry, jitter: &jitter) {
                 current.phase = .backoff
                 counters.retries += 1
                 execution = current
@@ -261,9 +239,9 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         case .success(let value):
             cached = Cached(value: value, storedAt: now)
         }
-        let waiters = Self.waiters(of: current.waiters)
+        let waiters = Self.waiters(of: current.flight.waiters)
         var next: Generation?
-        if let followUp = current.followUp {
+        if let followUp = current.flight.followUp {
             next = beginRun(waiters: followUp)
         }
         return .finish(waiters: waiters, result: result, startRun: next)
@@ -317,7 +295,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         case .cancel:
             execution = nil
             counters.cancellations += 1
-            let waiters = Self.waiters(of: current.waiters + (current.followUp ?? []))
+            let waiters = Self.waiters(of: current.flight.allWaiters())
             switch current.phase {
             case .pendingStart:
                 return .failWaiters(waiters, cancelRun: nil)
@@ -359,28 +337,23 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         execution = Execution(
             generation: generation,
             phase: canStart ? .running : .pendingStart,
-            waiters: waiters,
-            followUp: nil,
-            restartPending: false,
-            schedule: configuration.retry.makeSchedule()
+            flight: SingleFlight(waiters: waiters),
+            restartPending: false
         )
         return canStart ? generation : nil
     }
 
     /// Replaces `old` (already taken out of `execution`) by a fresh load serving all its waiters.
     private mutating func replaceRun(_ old: Execution) -> Generation {
-        var waiters = old.waiters
-        if let followUp = old.followUp { waiters.append(contentsOf: followUp) }
+        let waiters = old.flight.allWaiters()
         // No body is active here (the old body just returned, or the old load was in backoff).
         generation &+= 1
         counters.loads += 1
         execution = Execution(
             generation: generation,
             phase: .running,
-            waiters: waiters,
-            followUp: nil,
-            restartPending: false,
-            schedule: configuration.retry.makeSchedule()
+            flight: SingleFlight(waiters: waiters),
+            restartPending: false
         )
         return generation
     }
