@@ -99,9 +99,10 @@ import FoundationNetworking
             let first = Task {
                 try await tracer.withSpan("first") { _ async throws in try await manager.data(for: URLRequest(url: url)) }
             }
-            // The flight's span is recorded when its task starts: wait for it to exist.
-            await eventually("the flight's span started", pollingEvery: .milliseconds(2)) {
-                tracer.recorder.activeSpans.contains { $0.operationName == "HTTP flight" }
+            // The flight's span is recorded for joiners before its task starts, and the request's
+            // span starts in that task: once the request is under way, a caller joins the flight.
+            await eventually("the flight's request started", pollingEvery: .milliseconds(2)) {
+                tracer.recorder.activeSpans.contains { $0.operationName == "URLTask" }
             }
             let second = try await tracer.withSpan("second") { _ async throws in try await manager.data(for: URLRequest(url: url)) }
             let firstResult = try await first.boundedValue()

@@ -152,6 +152,11 @@ final class RequestCoalescer: Sendable {
     ) {
         let span = tracer?.startSpan("HTTP flight", kind: .internal, parent: parent)
         span?.setAttribute("taskkit.http.flight", Int(truncatingIfNeeded: flight))
+        if let span {
+            // Recorded before the flight's task exists: a caller that joins once the flight is
+            // under way links to it. The task's `finish` removes it, abandoned or not.
+            state.withLock { $0.spans[flight] = span.context }
+        }
         let task = Task { [self] in
             let result: Result<URLTaskResponse, any Error>
             do {
@@ -171,7 +176,6 @@ final class RequestCoalescer: Sendable {
         let running = state.withLock { state -> Bool in
             guard let current = state.machine.flights[key], current.id == flight, !current.abandoned else { return false }
             state.tasks[flight] = task
-            if let span { state.spans[flight] = span.context }
             return true
         }
         // Abandoned (or finished) before its task was recorded: cancelling a finished task does nothing.
