@@ -214,6 +214,14 @@ public final class LoopbackServer: Sendable {
 
     /// Issues a valid token directly (without counting a refresh), for tests that start signed in.
     public func issueToken() async -> String { await state.issueToken(counted: false) }
+
+    /// Holds every `GET /profile` (counted on arrival) until ``releaseProfiles()``: a test
+    /// orders events with it instead of a delay. A request that arrives after the release is not
+    /// held.
+    public func holdProfiles() async { await state.holdProfiles() }
+
+    /// Lets every held `GET /profile` answer (after ``Knobs/profileDelay``), and stops holding.
+    public func releaseProfiles() async { await state.releaseProfiles() }
 }
 
 /// The server's mutable state, isolated in an actor (handlers are async anyway).
@@ -230,6 +238,9 @@ actor ServerState {
     var keepAliveHits: [String: Int] = [:]
     var flightIntervals: [LoopbackServer.FlightInterval] = []
     var flightAttempts: [String: Int] = [:]
+    /// The held `GET /profile` requests while ``LoopbackServer/holdProfiles()`` holds them;
+    /// `nil` when they are not held.
+    var heldProfiles: [CheckedContinuation<Void, Never>]?
 
     typealias Knobs = LoopbackServer.Knobs
 
@@ -238,6 +249,22 @@ actor ServerState {
     func updateKnobs(_ change: @Sendable (inout Knobs) -> Void) { change(&knobs) }
 
     func hit(_ endpoint: LoopbackServer.Endpoint) { hits[endpoint, default: 0] += 1 }
+
+    func holdProfiles() {
+        if heldProfiles == nil { heldProfiles = [] }
+    }
+
+    func releaseProfiles() {
+        let held = heldProfiles ?? []
+        heldProfiles = nil
+        for request in held { request.resume() }
+    }
+
+    /// Returns once the profiles are not held (at once, when they are not).
+    func waitUntilProfilesReleased() async {
+        guard heldProfiles != nil else { return }
+        await withCheckedContinuation { heldProfiles!.append($0) }
+    }
 
     func keepAliveHit(_ path: String) { keepAliveHits[path, default: 0] += 1 }
 
@@ -368,6 +395,7 @@ actor ServerState {
         }
         await server.appendRoute("GET /profile") { [self] request in
             await hit(.profile)
+            await waitUntilProfilesReleased()
             let delay = await knobs.profileDelay
             if delay > 0 { try await Task.sleep(for: .seconds(delay)) }
             let user = request.query["user"] ?? "me"

@@ -8,7 +8,7 @@ import Foundation
 import Synchronization
 import TaskKit
 import TaskKitAsyncHTTPClient
-import TaskKitHTTP
+@testable import TaskKitHTTP
 import TaskKitLoopbackServer
 import TaskKitTestSupport
 import Testing
@@ -139,8 +139,7 @@ struct UsingURLTaskManagerArticleTests {
 
     @Test("coalescing: a screen of 30 avatars, 12 of them the same person, makes 19 requests", arguments: HTTPTestTransport.allCases)
     func coalescedAvatars(_ transport: HTTPTestTransport) async throws {
-        // A slow profile endpoint keeps the first request in flight while the screen asks.
-        try await withHTTPTestServer(knobs: httpTestKnobs { $0.profileDelay = 2 }) { server in
+        try await withHTTPTestServer { server in
             let visibleUsers = (0..<30).map { $0 < 12 ? "ada" : "user-\($0)" }
             @Sendable func avatarURL(of user: String) -> URL { server.url("/profile?user=\(user)") }
             // The article's code.
@@ -149,6 +148,15 @@ struct UsingURLTaskManagerArticleTests {
                 transport: transport.make(),
                 coalescing: .standard   // GET and HEAD
             )
+            // The server holds the profiles until all 30 callers wait for a flight: "ada"'s first
+            // request is in flight while the screen asks, however slow the machine.
+            await server.holdProfiles()
+            let release = Task {
+                await eventually("every caller waits for a flight", pollingEvery: .milliseconds(2)) {
+                    manager.coalescer?.waitingCallers == 30
+                }
+                await server.releaseProfiles()
+            }
             let avatars = try await withThrowingTaskGroup(of: (Int, Data).self) { group in
                 for (row, user) in visibleUsers.enumerated() {
                     group.addTask {
@@ -158,6 +166,7 @@ struct UsingURLTaskManagerArticleTests {
                 }
                 return try await group.reduce(into: [Int: Data]()) { $0[$1.0] = $1.1 }
             }
+            await release.value
             #expect(avatars.count == 30)
             #expect(Set((0..<12).compactMap { avatars[$0] }).count == 1)
             #expect(await server.hits(.profile) == 19)
