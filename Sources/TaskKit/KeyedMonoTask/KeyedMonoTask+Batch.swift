@@ -42,10 +42,10 @@ extension KeyedMonoTask {
     /// - Parameters:
     ///   - maximumEntries: The most entries held, cached or loading; must be greater than 0.
     ///   - maximumCost: With `cost`, the most total cost of the cached values, as for
-    ///     ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:retry:clock:logger:metricsLabel:tracing:cost:load:)``;
+    ///     ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:retry:clock:logger:metricsLabel:tracing:expiry:cost:load:)``;
     ///     `nil` (default): no cost bound. Must not be negative; given together with `cost`.
     ///   - resultExpireDuration: How long a success stays fresh, counted from its batch's end.
-    ///     As for ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:retry:clock:logger:metricsLabel:tracing:cost:load:)``.
+    ///     As for ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:retry:clock:logger:metricsLabel:tracing:expiry:cost:load:)``.
     ///   - staleWhileRevalidate: As for the loader of one key; the refreshes are batched too.
     ///   - retry: How a failed batch is retried, as a whole. Default: no retry.
     ///   - maximumBatchSize: The most keys in one call of `batchLoad`; must be greater than 0.
@@ -58,6 +58,8 @@ extension KeyedMonoTask {
     ///   - metricsLabel: As for the loader of one key; a batch also counts
     ///     `taskkit_keyed_batches` and records its size in `taskkit_keyed_batch_keys`.
     ///   - tracing: As for the loader of one key, with one span per batch (see *Context*).
+    ///   - expiry: The time to live of a loaded value, decided by the value; `nil` from it means
+    ///     `resultExpireDuration` (as for the loader of one key).
     ///   - cost: With `maximumCost`, the cost of a loaded value; must not be negative.
     ///   - batchLoad: Loads the values of the keys it is given (distinct, at most
     ///     `maximumBatchSize`), returning them by key. Runs in a task of its own, never under a
@@ -75,6 +77,7 @@ extension KeyedMonoTask {
         logger: Logger = .silent(label: "TaskKit.KeyedMonoTask"),
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
+        expiry: (@Sendable (Key, Value) -> Duration?)? = nil,
         cost: (@Sendable (Key, Value) -> Int)? = nil,
         batchLoad: @escaping @Sendable ([Key]) async throws -> [Key: Value]
     ) {
@@ -86,7 +89,7 @@ extension KeyedMonoTask {
         )
         self.init(
             entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
-            staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, costOf: cost,
+            staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, expiry: expiry, costOf: cost,
             logger: logger, metricsLabel: metricsLabel, tracing: tracing, loader: .batch(batcher)
         )
     }
@@ -203,8 +206,9 @@ extension KeyedMonoTask {
             )
         }
         var found = 0  // asked keys the loader returned
-        // Each key's result and cost first, outside every lock (`cost` is user code).
-        var results: [(result: Result<Value, any Error>, cost: Int)] = []
+        // Each key's result, cost and time to live first, outside every lock (`cost` and
+        // `expiry` are user code).
+        var results: [(result: Result<Value, any Error>, stored: (cost: Int, expiresIn: Int64?))] = []
         results.reserveCapacity(items.count)
         var touched: UInt64 = 0  // the shards the batch's keys are in (at most 64)
         for item in items {
@@ -220,7 +224,7 @@ extension KeyedMonoTask {
             case .failure(let error):
                 result = .failure(error)
             }
-            results.append((result, cost(of: result, for: item.start.key)))
+            results.append((result, storage(of: result, for: item.start.key)))
             touched |= 1 << UInt64(item.shard)
         }
         let callers = finishKeys(items, results: results, shards: touched, now: time.nowNanoseconds())
@@ -238,7 +242,8 @@ extension KeyedMonoTask {
     /// critical section, then their deliveries after it. Returns how many callers they served.
     @inlinable
     func finishKeys(
-        _ items: [Batcher.Item], results: [(result: Result<Value, any Error>, cost: Int)], shards touched: UInt64,
+        _ items: [Batcher.Item], results: [(result: Result<Value, any Error>, stored: (cost: Int, expiresIn: Int64?))],
+        shards touched: UInt64,
         now: Int64
     ) -> Int {
         var callers = 0
@@ -253,10 +258,11 @@ extension KeyedMonoTask {
             // instructions a key, through the enum's outlined copy).
             shards.withLock(shard) { machine in
                 for index in items.indices.reversed() where items[index].shard == shard {
-                    let (result, cost) = results[index]
+                    let (result, stored) = results[index]
                     ended.append(
                         machine.attemptFinished(
-                            generation: items[index].start.generation, result: result, cost: cost, now: now
+                            generation: items[index].start.generation, result: result, cost: stored.cost,
+                            expiresIn: stored.expiresIn, now: now
                         )
                     )
                 }
@@ -276,11 +282,11 @@ extension KeyedMonoTask {
     /// Caches `value`, which a batch returned for `key` without being asked.
     @inlinable
     func cacheExtra(key: Key, value: Value) {
-        let valueCost = cost(of: .success(value), for: key)
+        let stored = storage(of: .success(value), for: key)
         let now = time.nowNanoseconds()
         let state = shard(for: key)
-        let released = shards.withLock(state) { [valueCost] in
-            $0.cacheExtra(key: key, value: value, cost: valueCost, now: now)
+        let released = shards.withLock(state) { [stored] in
+            $0.cacheExtra(key: key, value: value, cost: stored.cost, expiresIn: stored.expiresIn, now: now)
         }
         withExtendedLifetime(released) {}
         if let metrics { metrics.recordEvictions(released.evictions) }

@@ -71,6 +71,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     @usableFromInline let batcher: KeyedMonoTaskBatcher<Key, Value>?
     /// The cost of a loaded value, with a cost bound; `nil` without.
     @usableFromInline let cost: (@Sendable (Key, Value) -> Int)?
+    /// A loaded value's own time to live; `nil` (every value lives `resultExpireDuration`) without.
+    @usableFromInline let expiry: (@Sendable (Key, Value) -> Duration?)?
     /// The metric objects, with a `metricsLabel`; `nil` (no metric objects) without.
     @usableFromInline let metrics: MonoTaskMetrics?
     /// Receives a debug message per failed load and per retry.
@@ -121,6 +123,12 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///     where the call that started the load was made, with the attribute
     ///     `taskkit.monotask.callers` (see <doc:RunningOnAServer>). ``TaskTracing/none``
     ///     (default): no span, no cost.
+    ///   - expiry: The time to live of a loaded value, decided by the value (a token's lifetime, an
+    ///     HTTP response's `Cache-Control: max-age`): it replaces `resultExpireDuration` for that
+    ///     value; `nil` from it means `resultExpireDuration`, and a negative duration counts as
+    ///     zero. `staleWhileRevalidate` still follows the expiry. Called once per successful
+    ///     load, in the load's `Task`, never under a lock. `nil` (default): every value lives
+    ///     `resultExpireDuration`.
     ///   - cost: With `maximumCost`, the cost of a loaded value, for example its size in bytes;
     ///     must not be negative. Called once per successful load, in the load's `Task`, never
     ///     under a lock. `nil` (default): no cost bound.
@@ -136,12 +144,13 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         logger: Logger = .silent(label: "TaskKit.KeyedMonoTask"),
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
+        expiry: (@Sendable (Key, Value) -> Duration?)? = nil,
         cost: (@Sendable (Key, Value) -> Int)? = nil,
         load: @escaping @Sendable (Key) async throws -> Value
     ) {
         self.init(
             entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
-            staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, costOf: cost,
+            staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, expiry: expiry, costOf: cost,
             logger: logger, metricsLabel: metricsLabel, tracing: tracing, loader: .single(load)
         )
     }
@@ -159,6 +168,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         staleWhileRevalidate: Duration,
         retry: RetryCount,
         clock: some Clock<Duration>,
+        expiry: (@Sendable (Key, Value) -> Duration?)?,
         costOf cost: (@Sendable (Key, Value) -> Int)?,
         logger: Logger,
         metricsLabel: String?,
@@ -210,6 +220,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         self.shardMask = shardCount - 1
         self.time = InlineTimeSource(clock)
         self.cost = cost
+        self.expiry = expiry
         self.metrics = metricsLabel.map { MonoTaskMetrics(label: $0, keyed: true) }
         self.tracer = tracing.tracer
         self.isTraced = tracing.tracer != nil
@@ -554,10 +565,12 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             } catch {
                 result = .failure(error)
             }
-            let valueCost = self.cost(of: result, for: key)
+            let stored = self.storage(of: result, for: key)
             let now = time.nowNanoseconds()
-            let action = shards.withLock(state) { [valueCost] in
-                $0.attemptFinished(generation: generation, result: result, cost: valueCost, now: now)
+            let action = shards.withLock(state) { [stored] in
+                $0.attemptFinished(
+                    generation: generation, result: result, cost: stored.cost, expiresIn: stored.expiresIn, now: now
+                )
             }
             switch consume action {
             case .retry(let delay):
@@ -597,14 +610,19 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         if let next { startLoad(next, in: state, byCaller: false) }
     }
 
-    /// The cost of a successful `result` for `key` with a cost bound (checked not negative);
-    /// `0` without one, or for a failure. Never called under a lock: `cost` is user code.
-    @inlinable
-    func cost(of result: Result<Value, any Error>, for key: Key) -> Int {
-        guard let cost, case .success(let value) = result else { return 0 }
-        let valueCost = cost(key, value)
-        precondition(valueCost >= 0, "KeyedMonoTask: cost(_:_:) must return >= 0, got \(valueCost)")
-        return valueCost
+    /// What the machine needs to store a successful `result` for `key`: its cost with a cost
+    /// bound (checked not negative; `0` without one), and its own time to live in nanoseconds
+    /// when `expiry` gives one (`nil` otherwise, and for a failure). Never called under a lock:
+    /// `cost` and `expiry` are user code.
+    @usableFromInline
+    func storage(of result: Result<Value, any Error>, for key: Key) -> (cost: Int, expiresIn: Int64?) {
+        guard case .success(let value) = result else { return (0, nil) }
+        var valueCost = 0
+        if let cost {
+            valueCost = cost(key, value)
+            precondition(valueCost >= 0, "KeyedMonoTask: cost(_:_:) must return >= 0, got \(valueCost)")
+        }
+        return (valueCost, expiry?(key, value).map { $0.keyedMonoTaskNanoseconds })
     }
 
     /// The cache is above a bound and the shard `finished` had nothing more to evict: evicts

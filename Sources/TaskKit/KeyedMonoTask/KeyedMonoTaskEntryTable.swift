@@ -47,9 +47,10 @@ struct KeyedMonoTaskEntryTable<Key: Hashable, Value> {
         @usableFromInline var read = false
         /// The node's slot: its index in `bucketOf`, `links`, `loads`, `hashes` and `costs`.
         @usableFromInline var slot: Int32
-        /// When `value` was stored, in nanoseconds from the owner's clock origin (a whole
-        /// `Duration` would add 8 bytes to every node and 128-bit arithmetic to every hit).
-        @usableFromInline var storedAt: Int64 = 0
+        /// When `value` stops being fresh (when it was stored plus its time to live), in
+        /// nanoseconds from the owner's clock origin (a whole `Duration` would add 8 bytes to
+        /// every node and 128-bit arithmetic to every hit).
+        @usableFromInline var expiresAt: Int64 = 0
 
         /// A node without a value.
         @usableFromInline

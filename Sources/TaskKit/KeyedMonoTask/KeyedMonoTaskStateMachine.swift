@@ -34,6 +34,9 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         /// `timeToLive` plus the stale-while-revalidate window: the age at which a value is
         /// unusable, in nanoseconds.
         @usableFromInline var usableFor: Int64
+        /// The stale-while-revalidate window: how long past its expiry a value is served while
+        /// it reloads, in nanoseconds (0 with a `nil` time to live: nothing expires).
+        @usableFromInline var staleWindow: Int64
         /// The retry policy of each load.
         @usableFromInline var retry: RetryCount
         /// The bound on the sum of the whole cache's cached values' costs, `nil` for none.
@@ -54,6 +57,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
                 self.timeToLive = Self.forever
                 self.usableFor = Self.forever
             }
+            self.staleWindow = usableFor &- self.timeToLive
             self.retry = retry
             self.maximumCost = maximumCost
             self.jitter = jitter
@@ -61,10 +65,20 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
 
         /// The time to live of `nil` (kept until invalidated or evicted): about 73 years in
         /// nanoseconds, an age that no offset read from a clock since the cache's creation reaches.
-        static var forever: Int64 { Duration.keyedMonoTaskForever }
+        @usableFromInline static var forever: Int64 { Duration.keyedMonoTaskForever }
 
         /// Whether a success is kept at all (`false` when both durations are zero).
         @inlinable var keepsResults: Bool { usableFor > 0 }
+
+        /// The time to live of a success: `expiresIn` (the value's own, from the cache's
+        /// `expiry`, clamped to 0 … ``forever``) or the configured one; `nil` when the value is
+        /// not kept at all (it is not usable for any time).
+        @inlinable
+        func lifetime(expiresIn: Int64?) -> Int64? {
+            guard let expiresIn else { return keepsResults ? timeToLive : nil }
+            let lifetime = min(max(expiresIn, 0), Self.forever)
+            return lifetime > 0 || staleWindow > 0 ? lifetime : nil
+        }
     }
 
     @usableFromInline typealias WaiterEntry = IdentifiedWaiter<Waiter>
@@ -213,11 +227,13 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         duration.keyedMonoTaskNanoseconds
     }
 
+    /// How usable a value that expires at `expiresAt` is at `now`: fresh before, then stale for
+    /// the stale-while-revalidate window, then unusable.
     @inlinable
-    func freshness(storedAt: Int64, now: Int64) -> Freshness {
-        let age = now &- storedAt
-        if age < configuration.timeToLive { return .fresh }
-        if age < configuration.usableFor { return .stale }
+    func freshness(expiresAt: Int64, now: Int64) -> Freshness {
+        let overdue = now &- expiresAt
+        if overdue < 0 { return .fresh }
+        if overdue < configuration.staleWindow { return .stale }
         return .unusable
     }
 
@@ -226,7 +242,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @usableFromInline
     func cachedValue(for key: Key, now: Int64) -> Value? {
         guard let slot = table.find(key), let value = table[slot].value else { return nil }
-        switch freshness(storedAt: table[slot].storedAt, now: now) {
+        switch freshness(expiresAt: table[slot].expiresAt, now: now) {
         case .fresh, .stale: return value
         case .unusable: return nil
         }
@@ -304,7 +320,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     mutating func reload(slot: Int32, key: Key, waiter: WaiterEntry, now: Int64) -> RequestAction {
         var released = Released()
         let node = table[slot]
-        if let value = node.value, freshness(storedAt: node.storedAt, now: now) == .unusable {
+        if let value = node.value, freshness(expiresAt: node.expiresAt, now: now) == .unusable {
             released.values.append(value)
             table[slot].value = nil
             table.setCost(slot, 0)
@@ -340,10 +356,12 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     // MARK: Loads
 
     /// An attempt of load `generation` returned `result`; `cost` is the cost of a success when
-    /// a cost bound is configured (computed by the owner before taking the lock).
+    /// a cost bound is configured, `expiresIn` its own time to live when the cache has an
+    /// `expiry` that gave one (both computed by the owner before taking the lock).
     @inlinable
     mutating func attemptFinished(
-        generation finished: Generation, result: Result<Value, any Error>, cost: Int = 0, now: Int64
+        generation finished: Generation, result: Result<Value, any Error>, cost: Int = 0, expiresIn: Int64? = nil,
+        now: Int64
     ) -> AttemptFinishedAction {
         if case .failure = result {
             var jitter = configuration.jitter  // copies share one generator
@@ -365,14 +383,14 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             let bucket = table.findBucket(load.key, hash: load.hash)!
             let slot = table.buckets[bucket]!.slot
             assert(table.load(of: slot) == finished, "an attached load names its entry")
-            if case .success(let value) = result, configuration.keepsResults {
+            if case .success(let value) = result, let lifetime = configuration.lifetime(expiresIn: expiresIn) {
                 if let old = table.buckets[bucket]!.value.take() { released.values.append(old) }
                 if let maximumCost = configuration.maximumCost, cost > maximumCost {
                     // Too costly to keep at all: delivered, not cached (nor the older value).
                     table.setCost(slot, 0)
                 } else {
                     table.buckets[bucket]!.value = value
-                    table.buckets[bucket]!.storedAt = now
+                    table.buckets[bucket]!.expiresAt = now &+ lifetime
                     table.setCost(slot, cost)
                 }
             }
@@ -381,7 +399,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
                 table.replaceLoad(slot, with: generation)
                 next = startLoad(key: load.key, generation: generation)
             } else if table.buckets[bucket]!.value != nil,
-                freshness(storedAt: table.buckets[bucket]!.storedAt, now: now) != .unusable
+                freshness(expiresAt: table.buckets[bucket]!.expiresAt, now: now) != .unusable
             {
                 table.endLoad(slot)
                 // Restore the bounds, never evicting this result.
@@ -409,9 +427,9 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// restoring the bounds without evicting it) or an idle one. A key whose load is in flight
     /// is left to that load. `cost` is the value's cost with a cost bound.
     @inlinable
-    mutating func cacheExtra(key: Key, value: Value, cost: Int = 0, now: Int64) -> Released {
+    mutating func cacheExtra(key: Key, value: Value, cost: Int = 0, expiresIn: Int64? = nil, now: Int64) -> Released {
         var released = Released()
-        guard configuration.keepsResults else { return released }
+        guard let lifetime = configuration.lifetime(expiresIn: expiresIn) else { return released }
         if let maximumCost = configuration.maximumCost, cost > maximumCost { return released }
         let slot: Int32
         let hash = UInt32(truncatingIfNeeded: key.hashValue)
@@ -426,7 +444,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             slot = table.insertLoading(key, hash: hash, generation: UInt64.max)
         }
         table[slot].value = value
-        table[slot].storedAt = now
+        table[slot].expiresAt = now &+ lifetime
         table.setCost(slot, cost)
         table.endLoad(slot)
         restoreBounds(keepingHead: true, &released)
@@ -511,7 +529,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @inlinable @inline(__always)
     mutating func cacheHit(bucket: Int, now: Int64) -> (value: Value, refresh: StartLoad?)? {
         guard let value = table.buckets[bucket]!.value else { return nil }
-        switch freshness(storedAt: table.buckets[bucket]!.storedAt, now: now) {
+        switch freshness(expiresAt: table.buckets[bucket]!.expiresAt, now: now) {
         case .fresh:
             counters.recordHit()
             table.markRead(bucket: bucket)

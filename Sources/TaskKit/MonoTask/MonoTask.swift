@@ -61,6 +61,8 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     @usableFromInline let state: LockedState<State>
     @usableFromInline let time: any MonoTaskTimeSource
     private let body: Body
+    /// A loaded value's own time to live; `nil` (every value lives `resultExpireDuration`) without.
+    private let expiry: (@Sendable (TaskResult) -> Duration?)?
     private let callbackQueue: DispatchQueue
     private let logger: Logger
     /// `false` when freshness never depends on time (an infinite time to live, or zero, with no
@@ -99,6 +101,11 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///     where the call that started the load was made, with the attribute
     ///     `taskkit.monotask.callers` (see <doc:RunningOnAServer>). ``TaskTracing/none``
     ///     (default): no span, no cost.
+    ///   - expiry: The time to live of a loaded value, decided by the value (a token's lifetime,
+    ///     an HTTP response's `Cache-Control: max-age`): it replaces `resultExpireDuration` for
+    ///     that value; `nil` from it means `resultExpireDuration`, and a negative duration counts
+    ///     as zero (the value is delivered, not cached). Called once per successful load, never
+    ///     under a lock. `nil` (default): every value lives `resultExpireDuration`.
     ///   - task: The work. It must call its callback once; later calls are ignored.
     public convenience init(
         retry: RetryCount = .never,
@@ -110,12 +117,13 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         logger: Logger = .silent(label: "TaskKit.MonoTask"),
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
+        expiry: (@Sendable (TaskResult) -> Duration?)? = nil,
         task: @escaping CallbackExecution
     ) {
         self.init(
             retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter,
             callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel,
-            tracing: tracing, body: .callback(task, taskQueue)
+            tracing: tracing, expiry: expiry, body: .callback(task, taskQueue)
         )
     }
 
@@ -135,6 +143,9 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///     metrics. See the callback initialiser.
     ///   - tracing: Reports a span per load; ``TaskTracing/none`` (default): none. See the callback
     ///     initialiser.
+    ///   - expiry: A loaded value's own time to live, replacing `resultExpireDuration` for it
+    ///     (`nil` from it: `resultExpireDuration`); `nil` (default): none. See the callback
+    ///     initialiser.
     ///   - task: The work, returning its outcome. Cancelled by `clearResult(.cancel)`.
     public convenience init(
         retry: RetryCount = .never,
@@ -145,12 +156,13 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         logger: Logger = .silent(label: "TaskKit.MonoTask"),
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
+        expiry: (@Sendable (TaskResult) -> Duration?)? = nil,
         task: @escaping AsyncExecution
     ) {
         self.init(
             retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter,
             callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel,
-            tracing: tracing, body: .async(task)
+            tracing: tracing, expiry: expiry, body: .async(task)
         )
     }
 
@@ -159,14 +171,16 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     init(
         retry: RetryCount, resultExpireDuration: Duration?, refreshAfter: Duration?,
         callbackQueue: DispatchQueue, clock: some Clock<Duration>, logger: Logger, metricsLabel: String?,
-        tracing: TaskTracing, body: Body
+        tracing: TaskTracing, expiry: (@Sendable (TaskResult) -> Duration?)? = nil, body: Body
     ) {
         self.state = LockedState(
             State(machine: Machine(configuration: Self.configuration(retry, resultExpireDuration, refreshAfter)))
         )
         self.time = ClockTimeSource(clock)
-        self.hitsReadTheClock = (resultExpireDuration != nil && resultExpireDuration != .zero) || refreshAfter != nil
+        self.hitsReadTheClock =
+            (resultExpireDuration != nil && resultExpireDuration != .zero) || refreshAfter != nil || expiry != nil
         self.body = body
+        self.expiry = expiry
         self.callbackQueue = callbackQueue
         self.logger = logger
         self.metrics = metricsLabel.map { MonoTaskMetrics(label: $0, keyed: false) }
@@ -409,9 +423,14 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
             // state machine's count of active bodies stays exact.
             let result: Result<TaskResult, any Error> =
                 Task.isCancelled ? .failure(CancellationError()) : await attempt()
+            // The value's own time to live, outside the lock (`expiry` is user code).
+            var expiresIn: Duration?
+            if let expiry, case .success(let value) = result { expiresIn = expiry(value) }
             let now = time.now()
-            let action = state.withLock { state -> Machine.AttemptFinishedAction in
-                let action = state.machine.attemptFinished(generation: generation, result: result, now: now)
+            let action = state.withLock { [expiresIn] state -> Machine.AttemptFinishedAction in
+                let action = state.machine.attemptFinished(
+                    generation: generation, result: result, expiresIn: expiresIn, now: now
+                )
                 if !state.machine.isLive(generation), state.runTask?.generation == generation {
                     state.runTask = nil
                 }

@@ -70,6 +70,9 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     struct Cached {
         @usableFromInline var value: Value
         @usableFromInline var storedAt: Duration
+        /// When it stops being fresh: `storedAt` plus its time to live (the configured one, or
+        /// the value's own from `expiry`); `nil` when it never does.
+        @usableFromInline var expiresAt: Duration?
     }
 
     // MARK: Actions
@@ -146,9 +149,9 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
 
     @inlinable
     func isFresh(_ cached: Cached, now: Duration) -> Bool {
-        guard let ttl = configuration.timeToLive else { return true }
-        // A zero time to live is checked first: callers then pass no time (`.zero`).
-        return ttl > .zero && now - cached.storedAt < ttl
+        // A value whose time to live is zero is never stored: callers then pass no time (`.zero`).
+        guard let expiresAt = cached.expiresAt else { return true }
+        return now < expiresAt
     }
 
     @inlinable
@@ -209,9 +212,11 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
 
     // MARK: Runs
 
-    /// An attempt body of load `generation` returned `result`.
+    /// An attempt body of load `generation` returned `result`; `expiresIn` is a success's own
+    /// time to live when the task has an `expiry` that gave one (computed by the owner before
+    /// taking the lock; a negative one counts as zero).
     mutating func attemptFinished(
-        generation finished: Generation, result: Result<Value, any Error>, now: Duration
+        generation finished: Generation, result: Result<Value, any Error>, expiresIn: Duration? = nil, now: Duration
     ) -> AttemptFinishedAction {
         guard var current = execution, current.generation == finished, current.phase == .running else {
             // A zombie body (its load was cancelled) returned: its result is discarded.
@@ -237,7 +242,9 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
                 return .retry(after: delay)
             }
         case .success(let value):
-            cached = Cached(value: value, storedAt: now)
+            // A zero time to live keeps nothing (callers still merged), and drops an older value.
+            let lifetime = expiresIn.map { max($0, .zero) } ?? configuration.timeToLive
+            cached = lifetime == .zero ? nil : Cached(value: value, storedAt: now, expiresAt: lifetime.map { now + $0 })
         }
         let waiters = Self.waiters(of: current.flight.waiters)
         var next: Generation?

@@ -5,19 +5,28 @@ import Foundation
 import FoundationNetworking
 #endif
 import TaskKit
-import TaskKitTesting
 
 // What the samples of UsingKeyedMonoTask.md use but do not declare.
+fileprivate func fetchToken(for service: String) async throws -> AccessToken {
+    AccessToken(value: "token for \(service)", expiresIn: .seconds(3600))
+}
+
+fileprivate struct AccessToken: Sendable {
+    var value: String
+    var expiresIn: Duration  // what the token endpoint said
+}
+
 
 // The sample's statements: compiled, never run.
 private func statements() async throws {
-    let clock = ManualClock()
-    _ = clock
-    let cache = KeyedMonoTask<Int, String>(
-        maximumEntries: 100, resultExpireDuration: .seconds(10), clock: clock
-    ) { id in "user \(id)" }
-    _ = cache
-    _ = try await cache.value(for: 1)      // loads
-    clock.advance(by: .seconds(10))
-    // cache.cachedValue(for: 1) is now nil; the next value(for: 1) loads again
+    let tokens = KeyedMonoTask<String, AccessToken>(
+        maximumEntries: 100,
+        resultExpireDuration: .seconds(300),                     // a token that says nothing
+        expiry: { _, token in token.expiresIn - .seconds(30) }   // its own lifetime, less a margin
+    ) { service in
+        try await fetchToken(for: service)
+    }
+    _ = tokens
+    let token = try await tokens.value(for: "billing")  // one fetch per service until 30 s before expiry
+    _ = token
 }

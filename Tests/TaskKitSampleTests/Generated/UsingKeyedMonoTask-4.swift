@@ -38,37 +38,4 @@ fileprivate struct Context: Sendable {
         }
     }
 }
-fileprivate struct UsersResolver: Sendable {
-    struct UsersArguments: Codable {
-        var first: Int
-    }
-
-    func users(context: Context, arguments: UsersArguments) async throws -> [User] {
-        try await context.store.users(first: arguments.first)
-    }
-}
-
-fileprivate extension User {
-    /// Through the request's loader: the friends of every user in the response go in one batch.
-    func friends(context: Context, arguments: NoArguments) async throws -> [User] {
-        let results = await context.users.values(for: friendIDs)
-        return try friendIDs.map { id in try results[id]!.get() }
-    }
-}
-
-fileprivate struct UsersAPI: API {
-    let resolver = UsersResolver()
-    let schema = try! Schema<UsersResolver, Context> {
-        Type(User.self) {
-            Field("id", at: \.id)
-            Field("name", at: \.name)
-            Field("friends", at: User.friends)
-        }
-        Query {
-            Field("users", at: UsersResolver.users) {
-                Argument("first", at: \.first)
-            }
-        }
-    }
-}
 #endif

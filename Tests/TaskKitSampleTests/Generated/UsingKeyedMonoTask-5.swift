@@ -71,21 +71,4 @@ fileprivate struct UsersAPI: API {
         }
     }
 }
-fileprivate let usersAPI = UsersAPI()
-
-/// Answers one request with a context of its own: a new loader, whose cache lives as long as
-/// the request.
-fileprivate func respond(to query: String, store: any UserStore) async throws -> Data {
-    let result = try await usersAPI.execute(request: query, context: Context(store: store))
-    return try JSONEncoder().encode(result)
-}
-
-
-// The sample's statements: compiled, never run.
-private func statements() async throws {
-    let usersAndFriends = """
-        { users(first: 100) { id name friends { id name } } }
-        """
-    _ = usersAndFriends
-}
 #endif

@@ -1,2 +1,6 @@
 // What the samples of UsingKeyedMonoTask.md use but do not declare.
 import TaskKit
+// MARK: samples 2
+func fetchToken(for service: String) async throws -> AccessToken {
+    AccessToken(value: "token for \(service)", expiresIn: .seconds(3600))
+}

@@ -188,6 +188,44 @@ import TaskKitTestSupport
         #expect(machine.counters.merges == 1 && machine.counters.loads == 2)
     }
 
+    @Test func aValuesOwnTimeToLiveReplacesTheConfiguredOneAndTheStaleWindowFollowsIt() {
+        var machine = Self.machine(ttl: .seconds(10), stale: .seconds(5))
+        let long = Self.started(Self.ask(&machine, 1, "a"))!
+        _ = machine.attemptFinished(generation: long.generation, result: .success("long"), expiresIn: .seconds(60), now: .seconds(1))
+        #expect(machine.cachedValue(for: 1, now: .seconds(60)) == "long")  // fresh: 1 s + 60 s
+        #expect(Self.ask(&machine, 1, "b").isCached("long", refreshing: false))
+        #expect(Self.ask(&machine, 1, "c", at: .seconds(62)).isCached("long", refreshing: true))  // stale
+        let short = Self.started(Self.ask(&machine, 2, "d"))!
+        _ = machine.attemptFinished(generation: short.generation, result: .success("short"), expiresIn: .seconds(1), now: .zero)
+        #expect(machine.cachedValue(for: 2, now: .milliseconds(999)) == "short")
+        #expect(Self.ask(&machine, 2, "e", at: .seconds(2)).isCached("short", refreshing: true))
+        #expect(machine.cachedValue(for: 2, now: .seconds(6)) == nil)  // 1 s + the 5 s window
+        // No own time to live: the configured one; a negative one counts as zero (stale at once).
+        let plain = Self.started(Self.ask(&machine, 3, "f"))!
+        _ = machine.attemptFinished(generation: plain.generation, result: .success("plain"), expiresIn: nil, now: .zero)
+        #expect(machine.cachedValue(for: 3, now: .milliseconds(9_999)) == "plain")
+        let negative = Self.started(Self.ask(&machine, 4, "g"))!
+        _ = machine.attemptFinished(generation: negative.generation, result: .success("past"), expiresIn: .seconds(-3), now: .zero)
+        #expect(Self.ask(&machine, 4, "h").isCached("past", refreshing: true))
+    }
+
+    @Test func aValuesOwnTimeToLiveKeepsItWhereTheConfiguredOneKeepsNothing() {
+        var machine = Self.machine(ttl: .zero)
+        let token = Self.started(Self.ask(&machine, 1, "a"))!
+        _ = machine.attemptFinished(generation: token.generation, result: .success("token"), expiresIn: .seconds(30), now: .zero)
+        #expect(machine.cachedValue(for: 1, now: .seconds(29)) == "token")
+        #expect(machine.cachedValue(for: 1, now: .seconds(30)) == nil)
+        let kept = machine.count
+        let zero = Self.started(Self.ask(&machine, 2, "b"))!
+        _ = machine.attemptFinished(generation: zero.generation, result: .success("now"), expiresIn: .zero, now: .zero)
+        #expect(machine.cachedValue(for: 2, now: .zero) == nil)
+        #expect(machine.count == kept)  // delivered, not kept
+        _ = machine.cacheExtra(key: 5, value: "extra", expiresIn: .seconds(2), now: .zero)
+        #expect(machine.cachedValue(for: 5, now: .seconds(1)) == "extra")
+        _ = machine.cacheExtra(key: 6, value: "dropped", now: .zero)
+        #expect(machine.cachedValue(for: 6, now: .zero) == nil)
+    }
+
     @Test func aCancelledWaiterIsHandedBackOnceAndNotDeliveredTo() {
         var machine = Self.machine()
         let start = Self.started(Self.ask(&machine, 1, "a"))!
@@ -319,4 +357,14 @@ import TaskKitTestSupport
 extension Int64 {
     /// `seconds` in the machine's unit, nanoseconds (so tests read `now: .seconds(12)`).
     fileprivate static func seconds(_ seconds: Int64) -> Int64 { seconds * 1_000_000_000 }
+    /// `milliseconds` in nanoseconds.
+    fileprivate static func milliseconds(_ milliseconds: Int64) -> Int64 { milliseconds * 1_000_000 }
+}
+
+extension KeyedMonoTaskStateMachine.RequestAction where Value == String {
+    /// Whether the caller got `value` at once, and whether that started a background refresh.
+    fileprivate func isCached(_ value: String, refreshing: Bool) -> Bool {
+        guard case .deliverCached(let cached, let refresh) = self else { return false }
+        return cached == value && (refresh != nil) == refreshing
+    }
 }

@@ -89,6 +89,34 @@ import TaskKitTestSupport
         #expect(v6 == 2)
     }
 
+    @Test func aValuesOwnTimeToLiveReplacesTheConfiguredOne() {
+        var m = Self.machine(ttl: .seconds(10))
+        Self.call(&m, "a")
+        _ = m.attemptFinished(generation: 1, result: .success(1), expiresIn: .seconds(60), now: .seconds(1))
+        #expect(m.currentValue(now: .milliseconds(60_999)) == 1)
+        #expect(m.currentValue(now: .seconds(61)) == nil)
+        // `nil` from the value: the configured time to live.
+        Self.call(&m, "b", at: .seconds(61))
+        _ = m.attemptFinished(generation: 2, result: .success(2), expiresIn: nil, now: .seconds(61))
+        #expect(m.currentValue(now: .milliseconds(70_999)) == 2)
+        #expect(m.currentValue(now: .seconds(71)) == nil)
+        // Zero (or negative): delivered, not cached, and the older value is gone too.
+        Self.call(&m, "c", at: .seconds(71))
+        _ = m.attemptFinished(generation: 3, result: .success(3), expiresIn: .seconds(-1), now: .seconds(71))
+        #expect(m.currentValue(now: .seconds(71)) == nil)
+    }
+
+    @Test func aValuesOwnTimeToLiveCachesWhereTheConfiguredOneCachesNothing() {
+        var m = Self.machine(ttl: .zero)
+        Self.call(&m, "a")
+        _ = m.attemptFinished(generation: 1, result: .success(1), expiresIn: .seconds(30), now: .zero)
+        guard case .deliverCached(1, nil) = Self.call(&m, "b", at: .seconds(29)) else {
+            Issue.record("a value that lives 30 s is a hit at 29 s")
+            return
+        }
+        #expect(m.currentValue(now: .seconds(30)) == nil)
+    }
+
     @Test func infiniteTTLCachesUntilCleared() {
         var m = Self.machine(ttl: nil)
         Self.call(&m, "a")
