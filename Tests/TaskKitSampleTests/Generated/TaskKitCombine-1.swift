@@ -20,9 +20,6 @@ fileprivate struct User: Sendable {
 
 fileprivate func fetchUser(id: Int) -> CoFuture<User> { CoFuture(result: .success(User(name: "Ada"))) }
 
-fileprivate var namesPublisher: Just<String> { Just("Ada") }
-
-
 // The sample's statements: compiled, never run.
 private func statements() async throws {
     let cancellable = fetchUser(id: 42).publisher()

@@ -14,12 +14,6 @@ import TaskKit
 import TaskKitCombine
 
 // What the samples of the TaskKitCombine catalog use but do not declare.
-fileprivate struct User: Sendable {
-    var name: String
-}
-
-fileprivate func fetchUser(id: Int) -> CoFuture<User> { CoFuture(result: .success(User(name: "Ada"))) }
-
 fileprivate var namesPublisher: Just<String> { Just("Ada") }
 
 
