@@ -42,10 +42,10 @@ extension KeyedMonoTask {
     /// - Parameters:
     ///   - maximumEntries: The most entries held, cached or loading; must be greater than 0.
     ///   - maximumCost: With `cost`, the most total cost of the cached values, as for
-    ///     ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:retry:clock:logger:metricsLabel:tracing:expiry:cost:load:)``;
+    ///     ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:cost:load:)``;
     ///     `nil` (default): no cost bound. Must not be negative; given together with `cost`.
     ///   - resultExpireDuration: How long a success stays fresh, counted from its batch's end.
-    ///     As for ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:retry:clock:logger:metricsLabel:tracing:expiry:cost:load:)``.
+    ///     As for ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:cost:load:)``.
     ///   - staleWhileRevalidate: As for the loader of one key; the refreshes are batched too.
     ///   - retry: How a failed batch is retried, as a whole. Default: no retry.
     ///   - maximumBatchSize: The most keys in one call of `batchLoad`; must be greater than 0.
@@ -60,6 +60,9 @@ extension KeyedMonoTask {
     ///   - tracing: As for the loader of one key, with one span per batch (see *Context*).
     ///   - expiry: The time to live of a loaded value, decided by the value; `nil` from it means
     ///     `resultExpireDuration` (as for the loader of one key).
+    ///   - failureExpiry: How long a key's failure is kept as its answer (negative caching: a
+    ///     ``KeyedMonoTaskKeyNotLoaded`` for a key the loader did not return, say), as for the
+    ///     loader of one key.
     ///   - cost: With `maximumCost`, the cost of a loaded value; must not be negative.
     ///   - batchLoad: Loads the values of the keys it is given (distinct, at most
     ///     `maximumBatchSize`), returning them by key. Runs in a task of its own, never under a
@@ -78,6 +81,7 @@ extension KeyedMonoTask {
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
         expiry: (@Sendable (Key, Value) -> Duration?)? = nil,
+        failureExpiry: (@Sendable (Key, any Error) -> Duration?)? = nil,
         cost: (@Sendable (Key, Value) -> Int)? = nil,
         batchLoad: @escaping @Sendable ([Key]) async throws -> [Key: Value]
     ) {
@@ -89,7 +93,8 @@ extension KeyedMonoTask {
         )
         self.init(
             entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
-            staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, expiry: expiry, costOf: cost,
+            staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, expiry: expiry,
+            failureExpiry: failureExpiry, costOf: cost,
             logger: logger, metricsLabel: metricsLabel, tracing: tracing, loader: .batch(batcher)
         )
     }
@@ -208,7 +213,7 @@ extension KeyedMonoTask {
         var found = 0  // asked keys the loader returned
         // Each key's result, cost and time to live first, outside every lock (`cost` and
         // `expiry` are user code).
-        var results: [(result: Result<Value, any Error>, stored: (cost: Int, expiresIn: Int64?))] = []
+        var results: [(result: Result<Value, any Error>, stored: Storage)] = []
         results.reserveCapacity(items.count)
         var touched: UInt64 = 0  // the shards the batch's keys are in (at most 64)
         for item in items {
@@ -242,7 +247,7 @@ extension KeyedMonoTask {
     /// critical section, then their deliveries after it. Returns how many callers they served.
     @inlinable
     func finishKeys(
-        _ items: [Batcher.Item], results: [(result: Result<Value, any Error>, stored: (cost: Int, expiresIn: Int64?))],
+        _ items: [Batcher.Item], results: [(result: Result<Value, any Error>, stored: Storage)],
         shards touched: UInt64,
         now: Int64
     ) -> Int {
@@ -262,7 +267,7 @@ extension KeyedMonoTask {
                     ended.append(
                         machine.attemptFinished(
                             generation: items[index].start.generation, result: result, cost: stored.cost,
-                            expiresIn: stored.expiresIn, now: now
+                            expiresIn: stored.expiresIn, failureExpiresIn: stored.failureExpiresIn, now: now
                         )
                     )
                 }

@@ -73,6 +73,10 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     @usableFromInline let cost: (@Sendable (Key, Value) -> Int)?
     /// A loaded value's own time to live; `nil` (every value lives `resultExpireDuration`) without.
     @usableFromInline let expiry: (@Sendable (Key, Value) -> Duration?)?
+    /// How long a failed load's error is kept (negative caching); `nil` (never kept) without.
+    @usableFromInline let failureExpiry: (@Sendable (Key, any Error) -> Duration?)?
+    /// What the machine needs to store a load's outcome (``storage(of:for:)``).
+    @usableFromInline typealias Storage = (cost: Int, expiresIn: Int64?, failureExpiresIn: Int64?)
     /// The metric objects, with a `metricsLabel`; `nil` (no metric objects) without.
     @usableFromInline let metrics: MonoTaskMetrics?
     /// Receives a debug message per failed load and per retry.
@@ -129,6 +133,13 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///     zero. `staleWhileRevalidate` still follows the expiry. Called once per successful
     ///     load, in the load's `Task`, never under a lock. `nil` (default): every value lives
     ///     `resultExpireDuration`.
+    ///   - failureExpiry: Negative caching: how long a failed load's error is kept as the key's
+    ///     answer (a "not found" for a minute, say); callers within that time get the error at
+    ///     once, without a load (counted as ``KeyedMonoTaskCounters/negativeHits``), and the first
+    ///     after it loads again. `nil` from it (or zero or less) keeps nothing; a
+    ///     `CancellationError` is never kept. A success, ``invalidate(_:)`` and a forced call end
+    ///     it. Called once per failed load (after its retries), never under a lock. `nil`
+    ///     (default): no failure is kept.
     ///   - cost: With `maximumCost`, the cost of a loaded value, for example its size in bytes;
     ///     must not be negative. Called once per successful load, in the load's `Task`, never
     ///     under a lock. `nil` (default): no cost bound.
@@ -145,12 +156,14 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
         expiry: (@Sendable (Key, Value) -> Duration?)? = nil,
+        failureExpiry: (@Sendable (Key, any Error) -> Duration?)? = nil,
         cost: (@Sendable (Key, Value) -> Int)? = nil,
         load: @escaping @Sendable (Key) async throws -> Value
     ) {
         self.init(
             entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
-            staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, expiry: expiry, costOf: cost,
+            staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, expiry: expiry,
+            failureExpiry: failureExpiry, costOf: cost,
             logger: logger, metricsLabel: metricsLabel, tracing: tracing, loader: .single(load)
         )
     }
@@ -169,6 +182,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         retry: RetryCount,
         clock: some Clock<Duration>,
         expiry: (@Sendable (Key, Value) -> Duration?)?,
+        failureExpiry: (@Sendable (Key, any Error) -> Duration?)?,
         costOf cost: (@Sendable (Key, Value) -> Int)?,
         logger: Logger,
         metricsLabel: String?,
@@ -221,6 +235,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         self.time = InlineTimeSource(clock)
         self.cost = cost
         self.expiry = expiry
+        self.failureExpiry = failureExpiry
         self.metrics = metricsLabel.map { MonoTaskMetrics(label: $0, keyed: true) }
         self.tracer = tracing.tracer
         self.isTraced = tracing.tracer != nil
@@ -346,6 +361,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         case .deliverCached(let value, let refresh):
             if let refresh { startLoad(refresh, in: state) }
             then(.success(value))
+        case .deliverFailure(let error):
+            then(.failure(error))
         case .enqueued(let startLoad, _):
             if let startLoad { self.startLoad(startLoad, in: state) }
         case .callerCancelled:
@@ -493,6 +510,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                 case .deliverCached(let value, let refresh):
                     continuation.resume(returning: .success(value))
                     if let refresh { startLoad(refresh, in: state) }
+                case .deliverFailure(let error):
+                    continuation.resume(returning: .failure(error))
                 case .enqueued(let startLoad, _):
                     if let startLoad { self.startLoad(startLoad, in: state) }
                 case .callerCancelled:
@@ -569,7 +588,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             let now = time.nowNanoseconds()
             let action = shards.withLock(state) { [stored] in
                 $0.attemptFinished(
-                    generation: generation, result: result, cost: stored.cost, expiresIn: stored.expiresIn, now: now
+                    generation: generation, result: result, cost: stored.cost, expiresIn: stored.expiresIn,
+                    failureExpiresIn: stored.failureExpiresIn, now: now
                 )
             }
             switch consume action {
@@ -610,19 +630,25 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         if let next { startLoad(next, in: state, byCaller: false) }
     }
 
-    /// What the machine needs to store a successful `result` for `key`: its cost with a cost
-    /// bound (checked not negative; `0` without one), and its own time to live in nanoseconds
-    /// when `expiry` gives one (`nil` otherwise, and for a failure). Never called under a lock:
-    /// `cost` and `expiry` are user code.
+    /// What the machine needs to store `result` for `key`: a success's cost with a cost bound
+    /// (checked not negative; `0` without one) and its own time to live when `expiry` gives one;
+    /// how long to keep a failure when `failureExpiry` says (never a `CancellationError`);
+    /// durations in nanoseconds. Never called under a lock: `cost`, `expiry` and
+    /// `failureExpiry` are user code.
     @usableFromInline
-    func storage(of result: Result<Value, any Error>, for key: Key) -> (cost: Int, expiresIn: Int64?) {
-        guard case .success(let value) = result else { return (0, nil) }
-        var valueCost = 0
-        if let cost {
-            valueCost = cost(key, value)
-            precondition(valueCost >= 0, "KeyedMonoTask: cost(_:_:) must return >= 0, got \(valueCost)")
+    func storage(of result: Result<Value, any Error>, for key: Key) -> Storage {
+        switch result {
+        case .failure(let error):
+            guard let failureExpiry, !(error is CancellationError) else { return (0, nil, nil) }
+            return (0, nil, failureExpiry(key, error).map { $0.keyedMonoTaskNanoseconds })
+        case .success(let value):
+            var valueCost = 0
+            if let cost {
+                valueCost = cost(key, value)
+                precondition(valueCost >= 0, "KeyedMonoTask: cost(_:_:) must return >= 0, got \(valueCost)")
+            }
+            return (valueCost, expiry?(key, value).map { $0.keyedMonoTaskNanoseconds }, nil)
         }
-        return (valueCost, expiry?(key, value).map { $0.keyedMonoTaskNanoseconds })
     }
 
     /// The cache is above a bound and the shard `finished` had nothing more to evict: evicts
@@ -654,6 +680,7 @@ extension MonoTaskMetrics {
     func record<Key, Value, Waiter>(_ action: KeyedMonoTaskStateMachine<Key, Value, Waiter>.RequestAction) {
         switch action {
         case .deliverCached: recordHit()
+        case .deliverFailure: recordNegativeHit()
         case .enqueued(let startLoad, let released):
             recordMiss(started: startLoad != nil)
             recordEvictions(released.evictions)

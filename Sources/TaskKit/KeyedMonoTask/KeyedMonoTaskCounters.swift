@@ -8,6 +8,9 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
     public internal(set) var hits: Int = 0
     /// Hits that served a stale value (within the stale-while-revalidate window).
     public internal(set) var staleHits: Int = 0
+    /// Calls answered at once with a failure the cache kept (negative caching, `failureExpiry`);
+    /// not counted in ``hits``.
+    public internal(set) var negativeHits: Int = 0
     /// Calls that found no usable value (or were forced) and started a load.
     public internal(set) var misses: Int = 0
     /// Calls that joined a load in flight, or the load requested to follow it, instead of
@@ -58,6 +61,7 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
     mutating func add(_ other: Self) {
         hits += other.hits
         staleHits += other.staleHits
+        negativeHits += other.negativeHits
         misses += other.misses
         merges += other.merges
         loads += other.loads
@@ -75,7 +79,7 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
 
     /// A one-line summary, for logs.
     public var description: String {
-        "hits=\(hits) staleHits=\(staleHits) misses=\(misses) merges=\(merges) loads=\(loads) "
+        "hits=\(hits) staleHits=\(staleHits) negativeHits=\(negativeHits) misses=\(misses) merges=\(merges) loads=\(loads) "
             + "retries=\(retries) failures=\(failures) evictions=\(evictions) "
             + "invalidations=\(invalidations) callerCancellations=\(callerCancellations) "
             + "batches=\(batches) batchedKeys=\(batchedKeys)"

@@ -143,6 +143,14 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         case fresh, stale, unusable
     }
 
+    /// A failed load's error kept until `expiresAt`, and the order it was kept in.
+    @usableFromInline
+    struct KeptFailure {
+        @usableFromInline var error: any Error
+        @usableFromInline var expiresAt: Int64
+        @usableFromInline var sequence: UInt64
+    }
+
     // MARK: Actions
 
     @usableFromInline
@@ -157,6 +165,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     enum RequestAction {
         /// A usable cached value for the caller, who was not stored; maybe start a refresh.
         case deliverCached(Value, refresh: StartLoad?)
+        /// A kept failure of the key (negative caching) for the caller, who was not stored.
+        case deliverFailure(any Error)
         /// The waiter was stored; start the load if non-`nil`; destroy `released` after unlocking.
         case enqueued(startLoad: StartLoad?, released: Released)
         /// The caller's task was already cancelled: not stored; fail it with `CancellationError`.
@@ -175,6 +185,11 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
 
     @usableFromInline let configuration: Configuration
     @usableFromInline var table: Table
+    /// Failures kept for a while (negative caching: the cache's `failureExpiry` gave them a
+    /// time to live), by key, with when they expire (nanoseconds). Read only where a caller
+    /// finds no usable value, so the hit path never looks here; at most `maximumEntries` of them
+    /// per shard (the oldest goes first).
+    @usableFromInline var failures: [Key: KeptFailure] = [:]
     /// The loads in flight, by slot (`nil`: a free slot). A load's generation holds its slot in
     /// its low 32 bits and a sequence number (1 to 2^31 - 1) above them, so that it is never 0:
     /// finding a load costs an index, not a hash. Written only by the machine's own methods.
@@ -187,6 +202,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @usableFromInline private(set) var detachedLoads = 0
     /// Loads begun: the sequence numbers of the generations.
     @usableFromInline private(set) var loadsBegun: UInt64 = 0
+    /// Failures kept so far: the order of ``failures``.
+    @usableFromInline var failuresKept: UInt64 = 0
     @usableFromInline var lastWaiterID: WaiterID = 0
     @usableFromInline var counters = KeyedMonoTaskCounters()
 
@@ -282,6 +299,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     ) -> RequestAction {
         guard let bucket = table.findBucket(key, hashValue: hashValue) else {
             if callerCancelled { return .callerCancelled }
+            if !failures.isEmpty, !forceUpdate, let error = keptFailure(key, now: now) { return .deliverFailure(error) }
             return loadNewEntry(
                 key: key, hash: UInt32(truncatingIfNeeded: hashValue), waiter: WaiterEntry(id: id, waiter: waiter)
             )
@@ -292,6 +310,9 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         let slot = table.buckets[bucket]!.slot
         if callerCancelled { return .callerCancelled }
         let running = table.load(of: slot)
+        if running == 0, !failures.isEmpty, !forceUpdate, let error = keptFailure(key, now: now) {
+            return .deliverFailure(error)
+        }
         if running != 0 {
             // Join the load in flight, or (forced) the load that will follow it.
             loadSlots[Self.slot(running)]!.flight.join(WaiterEntry(id: id, waiter: waiter), forced: forceUpdate)
@@ -358,10 +379,11 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// An attempt of load `generation` returned `result`; `cost` is the cost of a success when
     /// a cost bound is configured, `expiresIn` its own time to live when the cache has an
     /// `expiry` that gave one (both computed by the owner before taking the lock).
+    /// `failureExpiresIn`: with a failure, how long to keep it (the cache's `failureExpiry`).
     @inlinable
     mutating func attemptFinished(
         generation finished: Generation, result: Result<Value, any Error>, cost: Int = 0, expiresIn: Int64? = nil,
-        now: Int64
+        failureExpiresIn: Int64? = nil, now: Int64
     ) -> AttemptFinishedAction {
         if case .failure = result {
             var jitter = configuration.jitter  // copies share one generator
@@ -378,6 +400,14 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         if case .failure = result { counters.recordFailure() }
         var next: StartLoad?
         if load.attached {
+            switch result {
+            case .failure(let error):
+                if let failureExpiresIn, failureExpiresIn > 0 {
+                    keepFailure(error, of: load.key, until: now &+ min(failureExpiresIn, Configuration.forever), now: now)
+                }
+            case .success:
+                if !failures.isEmpty { failures[load.key] = nil }
+            }
             // The node is read and written in its bucket, in place: `table[slot]` copies the
             // whole node at each access.
             let bucket = table.findBucket(load.key, hash: load.hash)!
@@ -463,6 +493,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// which is not stored. Forced callers waiting for a follow-up get a new load at once.
     mutating func invalidate(_ key: Key) -> (startLoad: StartLoad?, released: Released) {
         var released = Released()
+        if !failures.isEmpty { failures[key] = nil }
         guard let slot = table.find(key) else { return (nil, released) }
         let running = table.load(of: slot)
         released.removed.append(table.remove(slot))
@@ -474,6 +505,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// Removes every entry; see ``invalidate(_:)``.
     mutating func invalidateAll() -> (startLoads: [StartLoad], released: Released) {
         var released = Released()
+        failures = [:]
         let old = table.removeAll()
         counters.invalidations += old.nodes.count
         var starts: [StartLoad] = []
@@ -579,6 +611,34 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         return sequence << 32 | UInt64(slot)
     }
 
+    /// The failure kept for `key` if it has not expired at `now` (counted as a negative hit); an
+    /// expired one is dropped.
+    @usableFromInline
+    mutating func keptFailure(_ key: Key, now: Int64) -> (any Error)? {
+        guard let kept = failures[key] else { return nil }
+        guard now &- kept.expiresAt < 0 else {
+            failures[key] = nil
+            return nil
+        }
+        counters.negativeHits += 1
+        return kept.error
+    }
+
+    /// Keeps `error` as `key`'s answer until `expiresAt`, within the bound: expired failures go
+    /// first, then the oldest.
+    @usableFromInline
+    mutating func keepFailure(_ error: any Error, of key: Key, until expiresAt: Int64, now: Int64) {
+        failuresKept &+= 1
+        failures[key] = KeptFailure(error: error, expiresAt: expiresAt, sequence: failuresKept)
+        guard failures.count > configuration.maximumEntries else { return }
+        failures = failures.filter { now &- $0.value.expiresAt < 0 }
+        while failures.count > configuration.maximumEntries,
+            let oldest = failures.min(by: { $0.value.sequence < $1.value.sequence })?.key
+        {
+            failures[oldest] = nil
+        }
+    }
+
     /// Takes load `generation` out of `loadSlots`, freeing its slot.
     @inlinable
     mutating func endLoad(_ generation: Generation) -> Load {
@@ -602,6 +662,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
 extension KeyedMonoTaskStateMachine: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
 extension KeyedMonoTaskStateMachine.Configuration: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
 extension KeyedMonoTaskStateMachine.Load: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
+extension KeyedMonoTaskStateMachine.KeptFailure: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
 extension KeyedMonoTaskStateMachine.StartLoad: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
 extension KeyedMonoTaskStateMachine.Released: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
 extension KeyedMonoTaskStateMachine.FastPathAction: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}

@@ -13,6 +13,8 @@ final class MonoTaskMetrics: Sendable {
     let merged: Counter
     /// `taskkit_monotask_requests`, `outcome` = `loaded`: started a load.
     let loaded: Counter
+    /// `taskkit_monotask_requests`, `outcome` = `negative_hit`: answered with a kept failure.
+    let negativeHits: Counter
     /// `taskkit_monotask_load_duration`: one load, from its start to its final outcome.
     let loadDuration: CoreMetrics.Timer
     /// `taskkit_monotask_failures`: loads whose final outcome is a failure.
@@ -30,6 +32,7 @@ final class MonoTaskMetrics: Sendable {
         hits = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "hit")])
         merged = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "merged")])
         loaded = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "loaded")])
+        negativeHits = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "negative_hit")])
         loadDuration = CoreMetrics.Timer(label: "taskkit_monotask_load_duration", dimensions: [name])
         failures = Counter(label: "taskkit_monotask_failures", dimensions: [name])
         evictions = keyed ? Counter(label: "taskkit_keyed_evictions", dimensions: [name]) : nil
@@ -43,6 +46,12 @@ final class MonoTaskMetrics: Sendable {
     @usableFromInline
     func recordHit() {
         hits.increment()
+    }
+
+    /// Counts a request answered with a kept failure (negative caching).
+    @usableFromInline
+    func recordNegativeHit() {
+        negativeHits.increment()
     }
 
     /// Counts `count` requests answered from the cache (``KeyedMonoTask/values(for:)``).

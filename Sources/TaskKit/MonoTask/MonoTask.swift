@@ -63,6 +63,8 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     private let body: Body
     /// A loaded value's own time to live; `nil` (every value lives `resultExpireDuration`) without.
     private let expiry: (@Sendable (TaskResult) -> Duration?)?
+    /// How long a failed load's error is kept (negative caching); `nil` (never kept) without.
+    private let failureExpiry: (@Sendable (any Error) -> Duration?)?
     private let callbackQueue: DispatchQueue
     private let logger: Logger
     /// `false` when freshness never depends on time (an infinite time to live, or zero, with no
@@ -106,6 +108,12 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///     that value; `nil` from it means `resultExpireDuration`, and a negative duration counts
     ///     as zero (the value is delivered, not cached). Called once per successful load, never
     ///     under a lock. `nil` (default): every value lives `resultExpireDuration`.
+    ///   - failureExpiry: Negative caching: how long a failed load's error is kept as the answer
+    ///     (an upstream's "not found", say); callers within that time get the error at once,
+    ///     without a load (counted as ``MonoTaskCounters/negativeHits``), and the first after it
+    ///     loads again. `nil` from it (or zero or less) keeps nothing; a `CancellationError` is
+    ///     never kept. A success, `clearResult` and a forced call end it. Called once per failed
+    ///     load (after its retries), never under a lock. `nil` (default): no failure is kept.
     ///   - task: The work. It must call its callback once; later calls are ignored.
     public convenience init(
         retry: RetryCount = .never,
@@ -118,12 +126,13 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
         expiry: (@Sendable (TaskResult) -> Duration?)? = nil,
+        failureExpiry: (@Sendable (any Error) -> Duration?)? = nil,
         task: @escaping CallbackExecution
     ) {
         self.init(
             retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter,
             callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel,
-            tracing: tracing, expiry: expiry, body: .callback(task, taskQueue)
+            tracing: tracing, expiry: expiry, failureExpiry: failureExpiry, body: .callback(task, taskQueue)
         )
     }
 
@@ -146,6 +155,8 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///   - expiry: A loaded value's own time to live, replacing `resultExpireDuration` for it
     ///     (`nil` from it: `resultExpireDuration`); `nil` (default): none. See the callback
     ///     initialiser.
+    ///   - failureExpiry: How long a failed load's error is kept as the answer (negative
+    ///     caching); `nil` (default): none. See the callback initialiser.
     ///   - task: The work, returning its outcome. Cancelled by `clearResult(.cancel)`.
     public convenience init(
         retry: RetryCount = .never,
@@ -157,12 +168,13 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         metricsLabel: String? = nil,
         tracing: TaskTracing = .none,
         expiry: (@Sendable (TaskResult) -> Duration?)? = nil,
+        failureExpiry: (@Sendable (any Error) -> Duration?)? = nil,
         task: @escaping AsyncExecution
     ) {
         self.init(
             retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter,
             callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel,
-            tracing: tracing, expiry: expiry, body: .async(task)
+            tracing: tracing, expiry: expiry, failureExpiry: failureExpiry, body: .async(task)
         )
     }
 
@@ -171,7 +183,8 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     init(
         retry: RetryCount, resultExpireDuration: Duration?, refreshAfter: Duration?,
         callbackQueue: DispatchQueue, clock: some Clock<Duration>, logger: Logger, metricsLabel: String?,
-        tracing: TaskTracing, expiry: (@Sendable (TaskResult) -> Duration?)? = nil, body: Body
+        tracing: TaskTracing, expiry: (@Sendable (TaskResult) -> Duration?)? = nil,
+        failureExpiry: (@Sendable (any Error) -> Duration?)? = nil, body: Body
     ) {
         self.state = LockedState(
             State(machine: Machine(configuration: Self.configuration(retry, resultExpireDuration, refreshAfter)))
@@ -179,8 +192,10 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         self.time = ClockTimeSource(clock)
         self.hitsReadTheClock =
             (resultExpireDuration != nil && resultExpireDuration != .zero) || refreshAfter != nil || expiry != nil
+            || failureExpiry != nil
         self.body = body
         self.expiry = expiry
+        self.failureExpiry = failureExpiry
         self.callbackQueue = callbackQueue
         self.logger = logger
         self.metrics = metricsLabel.map { MonoTaskMetrics(label: $0, keyed: false) }
@@ -243,6 +258,10 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
                 callbackQueue.async { completionHandler(.success(value)) }
             }
             if let startRun { self.startRun(startRun) }
+        case .deliverFailure(let error):
+            if let completionHandler {
+                callbackQueue.async { completionHandler(.failure(error)) }
+            }
         case .enqueued(let startRun):
             if let startRun { self.startRun(startRun) }
         case .callerCancelled:
@@ -313,6 +332,8 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
                 case .deliverCached(let value, let startRun):
                     continuation.resume(returning: .success(value))
                     if let startRun { self.startRun(startRun) }
+                case .deliverFailure(let error):
+                    continuation.resume(returning: .failure(error))
                 case .enqueued(let startRun):
                     if let startRun { self.startRun(startRun) }
                 case .callerCancelled:
@@ -423,13 +444,20 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
             // state machine's count of active bodies stays exact.
             let result: Result<TaskResult, any Error> =
                 Task.isCancelled ? .failure(CancellationError()) : await attempt()
-            // The value's own time to live, outside the lock (`expiry` is user code).
+            // The value's own time to live, or how long to keep a failure, outside the lock
+            // (`expiry` and `failureExpiry` are user code).
             var expiresIn: Duration?
-            if let expiry, case .success(let value) = result { expiresIn = expiry(value) }
+            var failureExpiresIn: Duration?
+            switch result {
+            case .success(let value): expiresIn = expiry?(value)
+            case .failure(let error) where !(error is CancellationError): failureExpiresIn = failureExpiry?(error)
+            case .failure: break
+            }
             let now = time.now()
-            let action = state.withLock { [expiresIn] state -> Machine.AttemptFinishedAction in
+            let action = state.withLock { [expiresIn, failureExpiresIn] state -> Machine.AttemptFinishedAction in
                 let action = state.machine.attemptFinished(
-                    generation: generation, result: result, expiresIn: expiresIn, now: now
+                    generation: generation, result: result, expiresIn: expiresIn, failureExpiresIn: failureExpiresIn,
+                    now: now
                 )
                 if !state.machine.isLive(generation), state.runTask?.generation == generation {
                     state.runTask = nil
@@ -505,6 +533,7 @@ extension MonoTaskMetrics {
     func record<Value, Waiter>(_ action: MonoTaskStateMachine<Value, Waiter>.ExecuteAction) {
         switch action {
         case .deliverCached: recordHit()
+        case .deliverFailure: recordNegativeHit()
         case .enqueued(let startRun): recordMiss(started: startRun != nil)
         case .callerCancelled: break
         }

@@ -6,15 +6,18 @@
 public struct MonoTaskCounters: Sendable, Hashable, CustomStringConvertible {
     /// Calls answered from the cache without executing.
     public internal(set) var hits: Int = 0
+    /// Calls answered at once with a failure the task kept (negative caching, `failureExpiry`);
+    /// not counted in ``hits``.
+    public internal(set) var negativeHits: Int = 0
     /// Calls that joined a load that existed already (or a requested follow-up load) instead of
     /// starting one. Fire-and-forget calls (`justExecute`) are not counted.
     public internal(set) var merges: Int = 0
-    /// Runs started: first executions, `forceUpdate` follow-ups, restarts and background
+    /// Loads started: first executions, `forceUpdate` follow-ups, restarts and background
     /// refreshes. Retries of a load are not counted here (see ``retries``).
     public internal(set) var loads: Int = 0
     /// Retry attempts made after failed attempts.
     public internal(set) var retries: Int = 0
-    /// Runs cancelled by `clearResult(ongoingExecutionStrategy: .cancel)`.
+    /// Loads cancelled by `clearResult(ongoingExecutionStrategy: .cancel)`.
     public internal(set) var cancellations: Int = 0
     /// Async callers that left early because their own `Task` was cancelled.
     public internal(set) var callerCancellations: Int = 0
@@ -30,7 +33,7 @@ public struct MonoTaskCounters: Sendable, Hashable, CustomStringConvertible {
 
     /// A one-line summary, for logs.
     public var description: String {
-        "hits=\(hits) merges=\(merges) loads=\(loads) "
+        "hits=\(hits) negativeHits=\(negativeHits) merges=\(merges) loads=\(loads) "
             + "retries=\(retries) cancellations=\(cancellations) callerCancellations=\(callerCancellations)"
     }
 }

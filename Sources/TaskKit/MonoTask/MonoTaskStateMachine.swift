@@ -89,6 +89,8 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     enum ExecuteAction {
         /// A fresh cached value for the caller, who was not stored; maybe start a background refresh.
         case deliverCached(Value, startRun: Generation?)
+        /// A kept failure (negative caching) for the caller, who was not stored.
+        case deliverFailure(any Error)
         /// The waiter (if any) was stored; start the given load if non-`nil`.
         case enqueued(startRun: Generation?)
         /// The caller's task was already cancelled: not stored; fail it with `CancellationError`.
@@ -119,6 +121,9 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
 
     @usableFromInline let configuration: Configuration
     @usableFromInline private(set) var cached: Cached?
+    /// The last load's failure while it is kept (negative caching: the task's `failureExpiry`
+    /// gave it a time to live), and when it expires.
+    @usableFromInline private(set) var keptFailure: (error: any Error, expiresAt: Duration)?
     @usableFromInline private(set) var execution: Execution?
     /// The generation of the most recently created load.
     private(set) var generation: Generation = 0
@@ -190,6 +195,9 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         if callerCancelled {
             return .callerCancelled
         }
+        if keptFailure != nil, !forceUpdate, execution == nil, let error = failureStillKept(now: now) {
+            return .deliverFailure(error)
+        }
         guard execution != nil else {
             return .enqueued(startRun: beginRun(waiters: waiter.map { [Entry(id: id, waiter: $0)] } ?? []))
         }
@@ -213,10 +221,12 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     // MARK: Runs
 
     /// An attempt body of load `generation` returned `result`; `expiresIn` is a success's own
-    /// time to live when the task has an `expiry` that gave one (computed by the owner before
-    /// taking the lock; a negative one counts as zero).
+    /// time to live when the task has an `expiry` that gave one, `failureExpiresIn` how long to
+    /// keep a failure when its `failureExpiry` says (both computed by the owner before taking the
+    /// lock; a negative one counts as zero).
     mutating func attemptFinished(
-        generation finished: Generation, result: Result<Value, any Error>, expiresIn: Duration? = nil, now: Duration
+        generation finished: Generation, result: Result<Value, any Error>, expiresIn: Duration? = nil,
+        failureExpiresIn: Duration? = nil, now: Duration
     ) -> AttemptFinishedAction {
         guard var current = execution, current.generation == finished, current.phase == .running else {
             // A zombie body (its load was cancelled) returned: its result is discarded.
@@ -233,7 +243,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
             return .startRun(replaceRun(current))
         }
         switch result {
-        case .failure:
+        case .failure(let error):
             var jitter = configuration.jitter  // copies share one generator
             if let delay = current.flight.nextRetryDelay(policy: configuration.retry, jitter: &jitter) {
                 current.phase = .backoff
@@ -241,7 +251,10 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
                 execution = current
                 return .retry(after: delay)
             }
+            // The final failure: kept for callers arriving within its time, or not at all.
+            keptFailure = failureExpiresIn.flatMap { $0 > .zero ? (error, now + $0) : nil }
         case .success(let value):
+            keptFailure = nil
             // A zero time to live keeps nothing (callers still merged), and drops an older value.
             let lifetime = expiresIn.map { max($0, .zero) } ?? configuration.timeToLive
             cached = lifetime == .zero ? nil : Cached(value: value, storedAt: now, expiresAt: lifetime.map { now + $0 })
@@ -278,6 +291,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     /// `clearResult(ongoingExecutionStrategy:restartWhenIdle:)`.
     mutating func clearResult(strategy: Strategy, restartWhenIdle: Bool) -> ClearAction {
         cached = nil
+        keptFailure = nil
         guard var current = execution else {
             guard restartWhenIdle else { return .none }
             guard let started = beginRun(waiters: []) else { return .none }
@@ -316,6 +330,19 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     }
 
     // MARK: Helpers
+
+    /// The kept failure if it has not expired at `now` (counted as a negative hit); an expired
+    /// one is dropped.
+    @usableFromInline
+    mutating func failureStillKept(now: Duration) -> (any Error)? {
+        guard let kept = keptFailure else { return nil }
+        guard now < kept.expiresAt else {
+            keptFailure = nil
+            return nil
+        }
+        counters.negativeHits += 1
+        return kept.error
+    }
 
     @inlinable
     mutating func cacheHit(now: Duration) -> (value: Value, startRun: Generation?)? {

@@ -10,7 +10,6 @@ import TaskKit
 fileprivate func fetchToken(for service: String) async throws -> AccessToken {
     AccessToken(value: "token for \(service)", expiresIn: .seconds(3600))
 }
-
 fileprivate struct AccessToken: Sendable {
     var value: String
     var expiresIn: Duration  // what the token endpoint said

@@ -4,3 +4,13 @@ import TaskKit
 func fetchToken(for service: String) async throws -> AccessToken {
     AccessToken(value: "token for \(service)", expiresIn: .seconds(3600))
 }
+// MARK: samples 3
+struct Product: Sendable {
+    var id: Int
+}
+
+struct Catalog: Sendable {
+    func product(_ id: Int) async throws -> Product { Product(id: id) }
+}
+
+let catalog = Catalog()

@@ -65,6 +65,77 @@ struct CachePolicyTests {
         #expect(cache.cachedValue(for: 2) == nil)
     }
 
+    // MARK: Failures kept for a while (negative caching)
+
+    struct NotFound: Error {}
+
+    @Test func keyedMonoTaskAnswersAKeptNotFoundWithoutLoadingUntilItExpires() async throws {
+        let clock = ManualClock()
+        let loads = Mutex(0)
+        let users = KeyedMonoTask<Int, String>(
+            maximumEntries: 100,
+            resultExpireDuration: .seconds(60),
+            clock: clock,
+            failureExpiry: { _, error in error is NotFound ? .seconds(30) : nil }
+        ) { id in
+            let count = loads.withLock { $0 += 1; return $0 }
+            if id == 404 { throw NotFound() }
+            if id == 1, count == 3 { throw CancellationError() }  // never kept
+            return "user \(id)"
+        }
+        await #expect(throws: NotFound.self) { try await users.value(for: 404) }
+        clock.advance(by: .seconds(29))
+        await #expect(throws: NotFound.self) { try await users.value(for: 404) }  // kept: no load
+        #expect(loads.withLock { $0 } == 1)
+        #expect(users.counters.negativeHits == 1 && users.counters.hits == 0)
+        clock.advance(by: .seconds(1))
+        await #expect(throws: NotFound.self) { try await users.value(for: 404) }  // expired: loads
+        #expect(loads.withLock { $0 } == 2)
+        // A CancellationError from the loader is not kept: the next caller loads.
+        await #expect(throws: CancellationError.self) { try await users.value(for: 1) }
+        #expect(try await users.value(for: 1) == "user 1")
+    }
+
+    @Test func keyedMonoTaskWithABatchLoaderKeepsAKeyItDidNotReturn() async throws {
+        let clock = ManualClock()
+        let batches = Mutex(0)
+        let cache = KeyedMonoTask<Int, String>(
+            maximumEntries: 100,
+            resultExpireDuration: .seconds(60),
+            maximumBatchSize: 10,
+            clock: clock,
+            failureExpiry: { _, error in error is KeyedMonoTaskKeyNotLoaded ? .seconds(10) : nil }
+        ) { keys in
+            batches.withLock { $0 += 1 }
+            return Dictionary(uniqueKeysWithValues: keys.filter { $0 != 7 }.map { ($0, "\($0)") })
+        }
+        let first = await cache.values(for: [1, 7])
+        #expect(try first[1]?.get() == "1")
+        #expect(throws: KeyedMonoTaskKeyNotLoaded.self) { try first[7]?.get() }
+        let again = await cache.values(for: [1, 7])  // both answered at once
+        #expect(throws: KeyedMonoTaskKeyNotLoaded.self) { try again[7]?.get() }
+        #expect(batches.withLock { $0 } == 1)
+        clock.advance(by: .seconds(10))
+        _ = await cache.values(for: [7])
+        #expect(batches.withLock { $0 } == 2)
+    }
+
+    @Test func monoTaskAnswersAKeptFailureWithoutLoadingUntilItExpires() async throws {
+        let clock = ManualClock()
+        let loads = Mutex(0)
+        let profile = MonoTask<String>(clock: clock, failureExpiry: { _ in .seconds(5) }) {
+            loads.withLock { $0 += 1 }
+            return .failure(NotFound())
+        }
+        await #expect(throws: NotFound.self) { try await profile.executeThrows() }
+        clock.advance(by: .seconds(4))
+        await #expect(throws: NotFound.self) { try await profile.executeThrows() }
+        #expect(loads.withLock { $0 } == 1 && profile.counters.negativeHits == 1)
+        clock.advance(by: .seconds(1))
+        await #expect(throws: NotFound.self) { try await profile.executeThrows() }
+        #expect(loads.withLock { $0 } == 2)
+    }
+
     @Test func monoTaskKeepsTheValueForItsOwnLifetime() async throws {
         let clock = ManualClock()
         let lifetimes = Mutex([Duration.seconds(30), .seconds(3600)])

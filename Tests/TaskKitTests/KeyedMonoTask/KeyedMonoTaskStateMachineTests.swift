@@ -226,6 +226,51 @@ import TaskKitTestSupport
         #expect(machine.cachedValue(for: 6, now: .zero) == nil)
     }
 
+    @Test func aKeptFailureAnswersCallersUntilItExpiresThenTheNextCallerLoads() {
+        var machine = Self.machine()
+        let first = Self.started(Self.ask(&machine, 1, "a"))!
+        _ = Self.ask(&machine, 1, "joined")  // joins the load in flight: gets its failure from it
+        guard case .finish(let waiters, .failure, _, _) = machine.attemptFinished(
+            generation: first.generation, result: .failure(TestFailure()), failureExpiresIn: .seconds(30), now: .zero
+        ) else { Issue.record("no finish"); return }
+        #expect(waiters.map(\.waiter) == ["a", "joined"])
+        for now: Int64 in [.zero, .seconds(29)] {
+            guard case .deliverFailure(let error) = Self.ask(&machine, 1, "b", at: now) else {
+                Issue.record("the kept failure answers at \(now)"); return
+            }
+            #expect(error is TestFailure)
+        }
+        #expect(machine.counters.negativeHits == 2 && machine.counters.hits == 0 && machine.counters.loads == 1)
+        // A forced call loads regardless; at its expiry, the next caller loads.
+        #expect(Self.started(Self.ask(&machine, 1, "forced", force: true, at: .seconds(1))) != nil)
+        var other = Self.machine()
+        let load = Self.started(Self.ask(&other, 2, "a"))!
+        _ = other.attemptFinished(generation: load.generation, result: .failure(TestFailure()), failureExpiresIn: .seconds(30), now: .zero)
+        let again = Self.started(Self.ask(&other, 2, "late", at: .seconds(30)))!
+        // A success ends it; so does invalidate.
+        _ = other.attemptFinished(generation: again.generation, result: .success("found"), now: .seconds(30))
+        #expect(other.failures.isEmpty)
+        let third = Self.started(Self.ask(&other, 3, "a"))!
+        _ = other.attemptFinished(generation: third.generation, result: .failure(TestFailure()), failureExpiresIn: .seconds(30), now: .zero)
+        _ = other.invalidate(3)
+        #expect(Self.started(Self.ask(&other, 3, "after")) != nil)
+    }
+
+    @Test func failuresWithoutATimeToLiveAreNotKeptAndKeptOnesStayWithinTheBound() {
+        var machine = Self.machine(max: 2)
+        let plain = Self.started(Self.ask(&machine, 1, "a"))!
+        _ = machine.attemptFinished(generation: plain.generation, result: .failure(TestFailure()), now: .zero)
+        #expect(Self.started(Self.ask(&machine, 1, "b")) != nil)  // not kept: loads again
+        for key in 10..<15 {
+            let load = Self.started(Self.ask(&machine, key, "k"))!
+            _ = machine.attemptFinished(
+                generation: load.generation, result: .failure(TestFailure()), failureExpiresIn: .seconds(60), now: .zero
+            )
+            #expect(machine.failures.count <= 2)
+        }
+        #expect(Set(machine.failures.keys) == [13, 14])  // the oldest went first
+    }
+
     @Test func aCancelledWaiterIsHandedBackOnceAndNotDeliveredTo() {
         var machine = Self.machine()
         let start = Self.started(Self.ask(&machine, 1, "a"))!

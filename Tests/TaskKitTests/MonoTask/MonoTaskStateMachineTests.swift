@@ -117,6 +117,31 @@ import TaskKitTestSupport
         #expect(m.currentValue(now: .seconds(30)) == nil)
     }
 
+    @Test func aKeptFailureAnswersCallersUntilItExpires() {
+        var m = Self.machine()
+        Self.call(&m, "a")
+        _ = m.attemptFinished(generation: 1, result: .failure(Boom()), failureExpiresIn: .seconds(30), now: .zero)
+        guard case .deliverFailure(let error) = Self.call(&m, "b", at: .seconds(29)) else {
+            Issue.record("the kept failure answers within its 30 s")
+            return
+        }
+        #expect(error is Boom)
+        #expect(m.counters.negativeHits == 1 && m.counters.loads == 1)
+        #expect(Self.started(Self.call(&m, "c", at: .seconds(30))) == 2)  // expired: loads
+        _ = m.attemptFinished(generation: 2, result: .success(1), now: .seconds(30))
+        #expect(m.keptFailure == nil)  // a success ends it
+        // A forced call and clearResult end it too; a failure without a time is not kept.
+        Self.call(&m, "d", force: true, at: .seconds(31))
+        _ = m.attemptFinished(generation: 3, result: .failure(Boom()), failureExpiresIn: .seconds(30), now: .seconds(31))
+        #expect(Self.started(Self.call(&m, "e", force: true, at: .seconds(32))) == 4)
+        _ = m.attemptFinished(generation: 4, result: .failure(Boom()), failureExpiresIn: .seconds(30), now: .seconds(32))
+        _ = m.clearResult(strategy: .allowCompletion, restartWhenIdle: false)
+        #expect(m.keptFailure == nil)
+        #expect(Self.started(Self.call(&m, "f", at: .seconds(33))) == 5)
+        _ = m.attemptFinished(generation: 5, result: .failure(Boom()), now: .seconds(33))
+        #expect(m.keptFailure == nil)
+    }
+
     @Test func infiniteTTLCachesUntilCleared() {
         var m = Self.machine(ttl: nil)
         Self.call(&m, "a")
