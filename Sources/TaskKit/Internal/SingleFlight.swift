@@ -86,3 +86,22 @@ struct SingleFlight<Waiter> {
 }
 
 extension SingleFlight: Sendable where Waiter: Sendable {}
+
+/// How long a load's `result` asks to be kept, by the cache policies ``MonoTask`` and
+/// ``KeyedMonoTask`` share: a success for what `expiry` says of it (`nil`: the configured time to
+/// live), a failure for what `failureExpiry` says of it, never a `CancellationError`. Called by
+/// the owners outside their locks: both closures are user code.
+func keptFor<Value>(
+    _ result: Result<Value, any Error>,
+    expiry: ((Value) -> Duration?)?,
+    failureExpiry: ((any Error) -> Duration?)?
+) -> (value: Duration?, failure: Duration?) {
+    switch result {
+    case .success(let value):
+        return (expiry?(value), nil)
+    case .failure(let error) where !(error is CancellationError):
+        return (nil, failureExpiry?(error))
+    case .failure:
+        return (nil, nil)
+    }
+}

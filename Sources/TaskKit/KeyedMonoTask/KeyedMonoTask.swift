@@ -637,18 +637,16 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// `failureExpiry` are user code.
     @usableFromInline
     func storage(of result: Result<Value, any Error>, for key: Key) -> Storage {
-        switch result {
-        case .failure(let error):
-            guard let failureExpiry, !(error is CancellationError) else { return (0, nil, nil) }
-            return (0, nil, failureExpiry(key, error).map { $0.keyedMonoTaskNanoseconds })
-        case .success(let value):
-            var valueCost = 0
-            if let cost {
-                valueCost = cost(key, value)
-                precondition(valueCost >= 0, "KeyedMonoTask: cost(_:_:) must return >= 0, got \(valueCost)")
-            }
-            return (valueCost, expiry?(key, value).map { $0.keyedMonoTaskNanoseconds }, nil)
+        var valueCost = 0
+        if let cost, case .success(let value) = result {
+            valueCost = cost(key, value)
+            precondition(valueCost >= 0, "KeyedMonoTask: cost(_:_:) must return >= 0, got \(valueCost)")
         }
+        let kept = keptFor(
+            result, expiry: expiry.map { expiry in { expiry(key, $0) } },
+            failureExpiry: failureExpiry.map { failureExpiry in { failureExpiry(key, $0) } }
+        )
+        return (valueCost, kept.value?.keyedMonoTaskNanoseconds, kept.failure?.keyedMonoTaskNanoseconds)
     }
 
     /// The cache is above a bound and the shard `finished` had nothing more to evict: evicts

@@ -446,13 +446,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
                 Task.isCancelled ? .failure(CancellationError()) : await attempt()
             // The value's own time to live, or how long to keep a failure, outside the lock
             // (`expiry` and `failureExpiry` are user code).
-            var expiresIn: Duration?
-            var failureExpiresIn: Duration?
-            switch result {
-            case .success(let value): expiresIn = expiry?(value)
-            case .failure(let error) where !(error is CancellationError): failureExpiresIn = failureExpiry?(error)
-            case .failure: break
-            }
+            let (expiresIn, failureExpiresIn) = keptFor(result, expiry: expiry, failureExpiry: failureExpiry)
             let now = time.now()
             let action = state.withLock { [expiresIn, failureExpiresIn] state -> Machine.AttemptFinishedAction in
                 let action = state.machine.attemptFinished(
