@@ -31,9 +31,6 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         @usableFromInline var maximumEntries: Int
         /// How long a success is fresh after its completion, in nanoseconds.
         @usableFromInline var timeToLive: Int64
-        /// `timeToLive` plus the stale-while-revalidate window: the age at which a value is
-        /// unusable, in nanoseconds.
-        @usableFromInline var usableFor: Int64
         /// The stale-while-revalidate window: how long past its expiry a value is served while
         /// it reloads, in nanoseconds (0 with a `nil` time to live: nothing expires).
         @usableFromInline var staleWindow: Int64
@@ -52,12 +49,12 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             self.maximumEntries = maximumEntries
             if let timeToLive {
                 self.timeToLive = KeyedMonoTaskStateMachine.nanoseconds(timeToLive)
-                self.usableFor = KeyedMonoTaskStateMachine.nanoseconds(timeToLive + staleWhileRevalidate)
+                self.staleWindow =
+                    KeyedMonoTaskStateMachine.nanoseconds(timeToLive + staleWhileRevalidate) &- self.timeToLive
             } else {
                 self.timeToLive = Self.forever
-                self.usableFor = Self.forever
+                self.staleWindow = 0
             }
-            self.staleWindow = usableFor &- self.timeToLive
             self.retry = retry
             self.maximumCost = maximumCost
             self.jitter = jitter
@@ -66,6 +63,10 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         /// The time to live of `nil` (kept until invalidated or evicted): about 73 years in
         /// nanoseconds, an age that no offset read from a clock since the cache's creation reaches.
         @usableFromInline static var forever: Int64 { Duration.keyedMonoTaskForever }
+
+        /// `timeToLive` plus the stale-while-revalidate window: the age at which a value with the
+        /// configured time to live is unusable, in nanoseconds.
+        @inlinable var usableFor: Int64 { timeToLive &+ staleWindow }
 
         /// Whether a success is kept at all (`false` when both durations are zero).
         @inlinable var keepsResults: Bool { usableFor > 0 }
