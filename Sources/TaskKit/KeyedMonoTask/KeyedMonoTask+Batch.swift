@@ -42,10 +42,10 @@ extension KeyedMonoTask {
     /// - Parameters:
     ///   - maximumEntries: The most entries held, cached or loading; must be greater than 0.
     ///   - maximumCost: With `cost`, the most total cost of the cached values, as for
-    ///     ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:cost:load:)``;
+    ///     ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:failSafe:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:cost:load:)``;
     ///     `nil` (default): no cost bound. Must not be negative; given together with `cost`.
     ///   - resultExpireDuration: How long a success stays fresh, counted from its batch's end.
-    ///     As for ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:cost:load:)``.
+    ///     As for ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:failSafe:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:cost:load:)``.
     ///   - staleWhileRevalidate: As for the loader of one key; the refreshes are batched too.
     ///   - retry: How a failed batch is retried, as a whole. Default: no retry.
     ///   - maximumBatchSize: The most keys in one call of `batchLoad`; must be greater than 0.
@@ -73,6 +73,7 @@ extension KeyedMonoTask {
         maximumCost: Int? = nil,
         resultExpireDuration: Duration? = .zero,
         staleWhileRevalidate: Duration = .zero,
+        failSafe: FailSafe? = nil,
         retry: RetryCount = .never,
         maximumBatchSize: Int,
         batchWindow: Duration = .zero,
@@ -93,7 +94,7 @@ extension KeyedMonoTask {
         )
         self.init(
             entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
-            staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, expiry: expiry,
+            staleWhileRevalidate: staleWhileRevalidate, failSafe: failSafe, retry: retry, clock: clock, expiry: expiry,
             failureExpiry: failureExpiry, costOf: cost,
             logger: logger, metricsLabel: metricsLabel, tracing: tracing, loader: .batch(batcher)
         )
@@ -272,12 +273,18 @@ extension KeyedMonoTask {
                     )
                 }
             }
+            var index = -1  // the item of each action: the shard's keys, in the batch's order
             while let action = ended.popLast() {
-                guard case .finish(let waiters, let result, let next, let released) = consume action else {
+                index += 1
+                while items[index].shard != shard { index += 1 }
+                guard case .finish(let waiters, let delivered, let next, let released) = consume action else {
                     // The machine of a batch-loading cache never retries one key.
                     preconditionFailure("KeyedMonoTask: a key of a batch was scheduled for a retry")
                 }
-                finish(waiters: waiters, result: result, next: next, released: released, in: shard)
+                if case .failure(let error) = results[index].result, case .success = delivered {
+                    loadFailed(items[index].start.key, error, answered: delivered, callers: waiters.count)
+                }
+                finish(waiters: waiters, result: delivered, next: next, released: released, in: shard)
                 callers += waiters.count
             }
         }

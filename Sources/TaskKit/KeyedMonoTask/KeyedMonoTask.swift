@@ -110,6 +110,11 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///   - staleWhileRevalidate: How long after expiry the old value is still served at once while
     ///     one background refresh runs. `.zero` (default): an expired value is never served.
     ///     Must not be negative.
+    ///   - failSafe: When a key's value has expired and its reload fails (after its retries), the
+    ///     callers get the expired value instead of the error, which is then served as fresh for
+    ///     the fail-safe's throttle, up to its maximum staleness past the value's expiry (see
+    ///     ``FailSafe``; counted as ``KeyedMonoTaskCounters/failSafeHits``, logged at `warning`).
+    ///     `nil` (default): the callers get the error.
     ///   - retry: How failed attempts are retried. Default: no retry.
     ///   - clock: The clock for expiry and the retry backoff. Default: ``CoarseContinuousClock``,
     ///     `ContinuousClock`'s time read on Linux at the kernel's tick (its
@@ -150,6 +155,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         maximumCost: Int? = nil,
         resultExpireDuration: Duration? = .zero,
         staleWhileRevalidate: Duration = .zero,
+        failSafe: FailSafe? = nil,
         retry: RetryCount = .never,
         clock: some Clock<Duration> = CoarseContinuousClock(),
         logger: Logger = .silent(label: "TaskKit.KeyedMonoTask"),
@@ -162,7 +168,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ) {
         self.init(
             entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
-            staleWhileRevalidate: staleWhileRevalidate, retry: retry, clock: clock, expiry: expiry,
+            staleWhileRevalidate: staleWhileRevalidate, failSafe: failSafe, retry: retry, clock: clock, expiry: expiry,
             failureExpiry: failureExpiry, costOf: cost,
             logger: logger, metricsLabel: metricsLabel, tracing: tracing, loader: .single(load)
         )
@@ -179,6 +185,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         costBound maximumCost: Int?,
         resultExpireDuration: Duration?,
         staleWhileRevalidate: Duration,
+        failSafe: FailSafe?,
         retry: RetryCount,
         clock: some Clock<Duration>,
         expiry: (@Sendable (Key, Value) -> Duration?)?,
@@ -222,7 +229,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         }
         let configuration = Machine.Configuration(
             maximumEntries: maximumEntries, timeToLive: resultExpireDuration,
-            staleWhileRevalidate: staleWhileRevalidate, retry: keyRetry, maximumCost: maximumCost
+            staleWhileRevalidate: staleWhileRevalidate, retry: keyRetry, maximumCost: maximumCost,
+            failSafe: failSafe
         )
         self.logger = logger
         let shardCount = Self.shardCount(maximumEntries: maximumEntries)
@@ -601,15 +609,13 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                     try? await time.sleep(for: delay)
                 }
                 shards.withLock(state) { $0.retryDue(generation: generation) }
-            case .finish(let waiters, let result, let next, let released):
+            case .finish(let waiters, let delivered, let next, let released):
                 if let metrics { metrics.recordRun(duration: .nanoseconds(now &- started), result: result) }
                 if case .failure(let error) = result {
-                    logger.debug(
-                        "KeyedMonoTask: load failed: \(error)", metadata: ["key": "\(key)", "callers": "\(waiters.count)"]
-                    )
+                    loadFailed(key, error, answered: delivered, callers: waiters.count)
                 }
-                span.finished(result, callers: waiters.count)
-                finish(waiters: waiters, result: result, next: next, released: released, in: state)
+                span.finished(delivered, callers: waiters.count)
+                finish(waiters: waiters, result: delivered, next: next, released: released, in: state)
                 return
             }
         }
@@ -628,6 +634,21 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         if released.overBound { restoreBounds(besides: state) }
         deliver(result, to: waiters)
         if let next { startLoad(next, in: state, byCaller: false) }
+    }
+
+    /// Logs the final failure `error` of `key`'s load, which `callers` waited for and got
+    /// `answered` (the expired value, when a fail-safe answered instead: also counted).
+    @usableFromInline
+    func loadFailed(_ key: Key, _ error: any Error, answered: Result<Value, any Error>, callers: Int) {
+        guard case .success = answered else {
+            logger.debug("KeyedMonoTask: load failed: \(error)", metadata: ["key": "\(key)", "callers": "\(callers)"])
+            return
+        }
+        metrics?.recordFailSafeHits(callers)
+        logger.warning(
+            "KeyedMonoTask: load failed; the expired value answers instead (fail-safe): \(error)",
+            metadata: ["key": "\(key)", "callers": "\(callers)"]
+        )
     }
 
     /// What the machine needs to store `result` for `key`: a success's cost with a cost bound

@@ -11,6 +11,9 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
     /// Calls answered at once with a failure the cache kept (negative caching, `failureExpiry`);
     /// not counted in ``hits``.
     public internal(set) var negativeHits: Int = 0
+    /// Callers of a failed reload answered with the expired value instead of the error (a
+    /// ``FailSafe``); also counted where they arrived (``misses`` or ``merges``).
+    public internal(set) var failSafeHits: Int = 0
     /// Calls that found no usable value (or were forced) and started a load.
     public internal(set) var misses: Int = 0
     /// Calls that joined a load in flight, or the load requested to follow it, instead of
@@ -62,6 +65,7 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
         hits += other.hits
         staleHits += other.staleHits
         negativeHits += other.negativeHits
+        failSafeHits += other.failSafeHits
         misses += other.misses
         merges += other.merges
         loads += other.loads
@@ -79,7 +83,7 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
 
     /// A one-line summary, for logs.
     public var description: String {
-        "hits=\(hits) staleHits=\(staleHits) negativeHits=\(negativeHits) misses=\(misses) merges=\(merges) loads=\(loads) "
+        "hits=\(hits) staleHits=\(staleHits) negativeHits=\(negativeHits) failSafeHits=\(failSafeHits) misses=\(misses) merges=\(merges) loads=\(loads) "
             + "retries=\(retries) failures=\(failures) evictions=\(evictions) "
             + "invalidations=\(invalidations) callerCancellations=\(callerCancellations) "
             + "batches=\(batches) batchedKeys=\(batchedKeys)"

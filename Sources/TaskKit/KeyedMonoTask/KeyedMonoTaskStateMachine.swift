@@ -40,11 +40,14 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         @usableFromInline var maximumCost: Int?
         /// The randomness of the retry delays' jitter.
         @usableFromInline var jitter: RetryJitter
+        /// An expired value answers for a failed reload (``FailSafe``), in nanoseconds; `nil`
+        /// for never.
+        @usableFromInline var failSafe: (maximumStaleness: Int64, throttle: Int64)?
 
         @usableFromInline
         init(
             maximumEntries: Int, timeToLive: Duration?, staleWhileRevalidate: Duration, retry: RetryCount,
-            maximumCost: Int? = nil, jitter: RetryJitter = .system
+            maximumCost: Int? = nil, jitter: RetryJitter = .system, failSafe: FailSafe? = nil
         ) {
             self.maximumEntries = maximumEntries
             if let timeToLive {
@@ -58,6 +61,9 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             self.retry = retry
             self.maximumCost = maximumCost
             self.jitter = jitter
+            self.failSafe = failSafe.map {
+                (KeyedMonoTaskStateMachine.nanoseconds($0.maximumStaleness), KeyedMonoTaskStateMachine.nanoseconds($0.throttle))
+            }
         }
 
         /// The time to live of `nil` (kept until invalidated or evicted): about 73 years in
@@ -191,6 +197,10 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// finds no usable value, so the hit path never looks here; at most `maximumEntries` of them
     /// per shard (the oldest goes first).
     @usableFromInline var failures: [Key: KeptFailure] = [:]
+    /// The keys whose value answers for failed reloads (a ``FailSafe``), with when that value
+    /// first expired (nanoseconds), from which its staleness is counted. A key leaves with a
+    /// success, its removal or its invalidation; empty without a fail-safe.
+    @usableFromInline var failSafeSince: [Key: Int64] = [:]
     /// The loads in flight, by slot (`nil`: a free slot). A load's generation holds its slot in
     /// its low 32 bits and a sequence number (1 to 2^31 - 1) above them, so that it is never 0:
     /// finding a load costs an index, not a hash. Written only by the machine's own methods.
@@ -342,7 +352,9 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     mutating func reload(slot: Int32, key: Key, waiter: WaiterEntry, now: Int64) -> RequestAction {
         var released = Released()
         let node = table[slot]
-        if let value = node.value, freshness(expiresAt: node.expiresAt, now: now) == .unusable {
+        if let value = node.value, freshness(expiresAt: node.expiresAt, now: now) == .unusable,
+            configuration.failSafe == nil || !keepsForFailSafe(key, expiredAt: node.expiresAt, now: now)
+        {
             released.values.append(value)
             table[slot].value = nil
             table.setCost(slot, 0)
@@ -400,14 +412,20 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         released.key = load.key
         if case .failure = result { counters.recordFailure() }
         var next: StartLoad?
+        var delivered = result
         if load.attached {
             switch result {
             case .failure(let error):
-                if let failureExpiresIn, failureExpiresIn > 0 {
+                if configuration.failSafe != nil,
+                    let stale = failSafeValue(load.key, hash: load.hash, error: error, callers: load.flight.waiters.count, now: now)
+                {
+                    delivered = .success(stale)
+                } else if let failureExpiresIn, failureExpiresIn > 0 {
                     keepFailure(error, of: load.key, until: now &+ min(failureExpiresIn, Configuration.forever), now: now)
                 }
             case .success:
                 if !failures.isEmpty { failures[load.key] = nil }
+                if !failSafeSince.isEmpty { failSafeSince[load.key] = nil }
             }
             // The node is read and written in its bucket, in place: `table[slot]` copies the
             // whole node at each access.
@@ -436,12 +454,13 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
                 // Restore the bounds, never evicting this result.
                 restoreBounds(keepingHead: true, &released)
             } else {
+                if !failSafeSince.isEmpty { failSafeSince[load.key] = nil }
                 released.removed.append(table.remove(slot))
             }
         } else {
             detachedLoads -= 1
         }
-        return .finish(waiters: load.flight.waiters, result: result, next: next, released: released)
+        return .finish(waiters: load.flight.waiters, result: delivered, next: next, released: released)
     }
 
     /// Another shard's load finished with the cache above a bound and nothing left to evict
@@ -478,6 +497,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         table[slot].expiresAt = now &+ lifetime
         table.setCost(slot, cost)
         table.endLoad(slot)
+        if !failSafeSince.isEmpty { failSafeSince[key] = nil }
         restoreBounds(keepingHead: true, &released)
         return released
     }
@@ -495,6 +515,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     mutating func invalidate(_ key: Key) -> (startLoad: StartLoad?, released: Released) {
         var released = Released()
         if !failures.isEmpty { failures[key] = nil }
+        if !failSafeSince.isEmpty { failSafeSince[key] = nil }
         guard let slot = table.find(key) else { return (nil, released) }
         let running = table.load(of: slot)
         released.removed.append(table.remove(slot))
@@ -507,6 +528,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     mutating func invalidateAll() -> (startLoads: [StartLoad], released: Released) {
         var released = Released()
         failures = [:]
+        failSafeSince = [:]
         let old = table.removeAll()
         counters.invalidations += old.nodes.count
         var starts: [StartLoad] = []
@@ -538,6 +560,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @inlinable
     mutating func makeRoom(_ released: inout Released) {
         while isFull(), let evicted = table.evict(keepingHead: false) {
+            if !failSafeSince.isEmpty { failSafeSince[evicted.node.key] = nil }
             released.removed.append(evicted)
             counters.recordEviction()
             released.evictions += 1
@@ -550,6 +573,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @inlinable
     mutating func restoreBounds(keepingHead: Bool, _ released: inout Released) {
         while isOverBound(), let evicted = table.evict(keepingHead: keepingHead) {
+            if !failSafeSince.isEmpty { failSafeSince[evicted.node.key] = nil }
             released.removed.append(evicted)
             counters.recordEviction()
             released.evictions += 1
@@ -610,6 +634,32 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         loadsInFlight += 1
         let sequence = loadsBegun % 0x7FFF_FFFF + 1
         return sequence << 32 | UInt64(slot)
+    }
+
+    /// Whether a value of `key` that expired at `expiredAt` is still within the fail-safe's
+    /// maximum staleness at `now` (counted from the value's first expiry), so that a reload
+    /// keeps it to answer for a failure.
+    @usableFromInline
+    func keepsForFailSafe(_ key: Key, expiredAt: Int64, now: Int64) -> Bool {
+        guard let failSafe = configuration.failSafe else { return false }
+        return now &- (failSafeSince[key] ?? expiredAt) <= failSafe.maximumStaleness
+    }
+
+    /// The fail-safe's answer to the final failure `error` of `key`'s attached load, which
+    /// `callers` wait for: the entry's value if it has expired, within the maximum staleness,
+    /// which is then fresh for the throttle (counted as fail-safe hits); `nil` when there is no
+    /// such value or the error is a `CancellationError`.
+    @usableFromInline
+    mutating func failSafeValue(_ key: Key, hash: UInt32, error: any Error, callers: Int, now: Int64) -> Value? {
+        guard let failSafe = configuration.failSafe, !(error is CancellationError),
+            let bucket = table.findBucket(key, hash: hash), let value = table.buckets[bucket]!.value
+        else { return nil }
+        let expiresAt = table.buckets[bucket]!.expiresAt
+        guard now &- expiresAt >= 0, keepsForFailSafe(key, expiredAt: expiresAt, now: now) else { return nil }
+        if failSafeSince[key] == nil { failSafeSince[key] = expiresAt }
+        table.buckets[bucket]!.expiresAt = now &+ failSafe.throttle
+        counters.failSafeHits += callers
+        return value
     }
 
     /// The failure kept for `key` if it has not expired at `now` (counted as a negative hit); an

@@ -15,6 +15,10 @@ final class MonoTaskMetrics: Sendable {
     let loaded: Counter
     /// `taskkit_monotask_requests`, `outcome` = `negative_hit`: answered with a kept failure.
     let negativeHits: Counter
+    /// `taskkit_monotask_requests`, `outcome` = `fail_safe`: a failed reload's callers answered
+    /// with the expired value (a ``FailSafe``); those calls were counted as `merged` or `loaded`
+    /// too.
+    let failSafeHits: Counter
     /// `taskkit_monotask_load_duration`: one load, from its start to its final outcome.
     let loadDuration: CoreMetrics.Timer
     /// `taskkit_monotask_failures`: loads whose final outcome is a failure.
@@ -33,6 +37,7 @@ final class MonoTaskMetrics: Sendable {
         merged = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "merged")])
         loaded = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "loaded")])
         negativeHits = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "negative_hit")])
+        failSafeHits = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "fail_safe")])
         loadDuration = CoreMetrics.Timer(label: "taskkit_monotask_load_duration", dimensions: [name])
         failures = Counter(label: "taskkit_monotask_failures", dimensions: [name])
         evictions = keyed ? Counter(label: "taskkit_keyed_evictions", dimensions: [name]) : nil
@@ -52,6 +57,12 @@ final class MonoTaskMetrics: Sendable {
     @usableFromInline
     func recordNegativeHit() {
         negativeHits.increment()
+    }
+
+    /// Counts `count` callers of a failed reload answered with the expired value (fail-safe).
+    @usableFromInline
+    func recordFailSafeHits(_ count: Int) {
+        if count > 0 { failSafeHits.increment(by: count) }
     }
 
     /// Counts `count` requests answered from the cache (``KeyedMonoTask/values(for:)``).

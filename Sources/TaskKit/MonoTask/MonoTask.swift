@@ -88,6 +88,11 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///     `resultExpireDuration`), a call returns it at once *and* starts one background
     ///     refresh. `nil` (default) disables it. Must not be negative and must be smaller than
     ///     `resultExpireDuration`.
+    ///   - failSafe: When the cached value has expired and its reload fails (after its retries),
+    ///     the callers get the expired value instead of the error, which is then served as fresh
+    ///     for the fail-safe's throttle, up to its maximum staleness past the value's expiry (see
+    ///     ``FailSafe``; counted as ``MonoTaskCounters/failSafeHits``, logged at `warning`).
+    ///     `nil` (default): the callers get the error.
     ///   - taskQueue: The queue on which `task` is called.
     ///   - callbackQueue: The queue on which ``execute(forceUpdate:then:)`` handlers are called.
     ///   - clock: The clock for the cache's time to live and the retry backoff. Default:
@@ -119,6 +124,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         retry: RetryCount = .never,
         resultExpireDuration: Duration? = .zero,
         refreshAfter: Duration? = nil,
+        failSafe: FailSafe? = nil,
         taskQueue: DispatchQueue = .global(),
         callbackQueue: DispatchQueue = .global(),
         clock: some Clock<Duration> = ContinuousClock(),
@@ -130,7 +136,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         task: @escaping CallbackExecution
     ) {
         self.init(
-            retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter,
+            retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter, failSafe: failSafe,
             callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel,
             tracing: tracing, expiry: expiry, failureExpiry: failureExpiry, body: .callback(task, taskQueue)
         )
@@ -144,6 +150,8 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///     nothing, `nil` caches until cleared.
     ///   - refreshAfter: The refresh-ahead age, or `nil` (default) for none. Must not be negative
     ///     and must be smaller than `resultExpireDuration`.
+    ///   - failSafe: An expired value answers for a failed reload (``FailSafe``); `nil` (default):
+    ///     the callers get the error. See the callback initialiser.
     ///   - callbackQueue: The queue on which ``execute(forceUpdate:then:)`` handlers are called.
     ///   - clock: The clock for the cache's time to live and the retry backoff. Default:
     ///     `ContinuousClock()`.
@@ -162,6 +170,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         retry: RetryCount = .never,
         resultExpireDuration: Duration? = .zero,
         refreshAfter: Duration? = nil,
+        failSafe: FailSafe? = nil,
         callbackQueue: DispatchQueue = .global(),
         clock: some Clock<Duration> = ContinuousClock(),
         logger: Logger = .silent(label: "TaskKit.MonoTask"),
@@ -172,7 +181,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         task: @escaping AsyncExecution
     ) {
         self.init(
-            retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter,
+            retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter, failSafe: failSafe,
             callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel,
             tracing: tracing, expiry: expiry, failureExpiry: failureExpiry, body: .async(task)
         )
@@ -181,13 +190,13 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     /// The initialiser every other one forwards to (the public ones here, the compatibility
     /// spellings in `Compatibility.swift`), with the task block as a `Body`.
     init(
-        retry: RetryCount, resultExpireDuration: Duration?, refreshAfter: Duration?,
+        retry: RetryCount, resultExpireDuration: Duration?, refreshAfter: Duration?, failSafe: FailSafe? = nil,
         callbackQueue: DispatchQueue, clock: some Clock<Duration>, logger: Logger, metricsLabel: String?,
         tracing: TaskTracing, expiry: (@Sendable (TaskResult) -> Duration?)? = nil,
         failureExpiry: (@Sendable (any Error) -> Duration?)? = nil, body: Body
     ) {
         self.state = LockedState(
-            State(machine: Machine(configuration: Self.configuration(retry, resultExpireDuration, refreshAfter)))
+            State(machine: Machine(configuration: Self.configuration(retry, resultExpireDuration, refreshAfter, failSafe)))
         )
         self.time = ClockTimeSource(clock)
         self.hitsReadTheClock =
@@ -203,7 +212,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     }
 
     private static func configuration(
-        _ retry: RetryCount, _ resultExpireDuration: Duration?, _ refreshAfter: Duration?
+        _ retry: RetryCount, _ resultExpireDuration: Duration?, _ refreshAfter: Duration?, _ failSafe: FailSafe?
     ) -> Machine.Configuration {
         if let resultExpireDuration {
             precondition(
@@ -218,7 +227,9 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
             )
         }
         _ = retry.maximumRetries  // rejects a negative count with its own message
-        return Machine.Configuration(timeToLive: resultExpireDuration, refreshAfter: refreshAfter, retry: retry)
+        return Machine.Configuration(
+            timeToLive: resultExpireDuration, refreshAfter: refreshAfter, retry: retry, failSafe: failSafe
+        )
     }
 
     // MARK: Executing
@@ -469,12 +480,19 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
                 }
                 let proceed = state.withLock { $0.machine.retryDue(generation: generation) }
                 if !proceed { return }
-            case .finish(let waiters, let result, let next):
+            case .finish(let waiters, let delivered, let next):
                 if let metrics {
                     metrics.recordRun(duration: now - started, result: result)
                 }
-                span.finished(result, callers: waiters.count)
-                deliver(result, to: waiters)
+                if case .failure(let error) = result, case .success = delivered {
+                    metrics?.recordFailSafeHits(waiters.count)
+                    logger.warning(
+                        "MonoTask: load failed; the expired value answers instead (fail-safe): \(error)",
+                        metadata: ["callers": "\(waiters.count)"]
+                    )
+                }
+                span.finished(delivered, callers: waiters.count)
+                deliver(delivered, to: waiters)
                 if let next { startRun(next, byCaller: false) }
                 return
             case .startRun(let next):

@@ -34,13 +34,19 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         @usableFromInline var retry: RetryCount
         /// The randomness of the retry delays' jitter.
         var jitter: RetryJitter
+        /// An expired value answers for a failed reload (``FailSafe``); `nil` for never.
+        var failSafe: FailSafe?
 
         @usableFromInline
-        init(timeToLive: Duration?, refreshAfter: Duration?, retry: RetryCount, jitter: RetryJitter = .system) {
+        init(
+            timeToLive: Duration?, refreshAfter: Duration?, retry: RetryCount, jitter: RetryJitter = .system,
+            failSafe: FailSafe? = nil
+        ) {
             self.timeToLive = timeToLive
             self.refreshAfter = refreshAfter
             self.retry = retry
             self.jitter = jitter
+            self.failSafe = failSafe
         }
     }
 
@@ -73,6 +79,9 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         /// When it stops being fresh: `storedAt` plus its time to live (the configured one, or
         /// the value's own from `expiry`); `nil` when it never does.
         @usableFromInline var expiresAt: Duration?
+        /// While the value answers for failed reloads (``FailSafe``): when it first expired, from
+        /// which its staleness is counted; `nil` otherwise.
+        @usableFromInline var failSafeSince: Duration? = nil
     }
 
     // MARK: Actions
@@ -159,10 +168,12 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         return now < expiresAt
     }
 
+    /// Whether a hit on `cached` starts a refresh ahead; never while a fail-safe serves it (the
+    /// throttle decides when the loader is called again).
     @inlinable
     func isRefreshDue(_ cached: Cached, now: Duration) -> Bool {
         guard let refreshAfter = configuration.refreshAfter else { return false }
-        return now - cached.storedAt >= refreshAfter
+        return now - cached.storedAt >= refreshAfter && cached.failSafeSince == nil
     }
 
     // MARK: Callers
@@ -251,6 +262,14 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
                 execution = current
                 return .retry(after: delay)
             }
+            if let stale = failSafeValue(for: error, now: now) {
+                // The expired value answers instead of the error, as if it had just loaded.
+                keptFailure = nil
+                counters.failSafeHits += current.flight.waiters.count
+                let waiters = Self.waiters(of: current.flight.waiters)
+                let next = current.flight.followUp.flatMap { beginRun(waiters: $0) }
+                return .finish(waiters: waiters, result: .success(stale), startRun: next)
+            }
             // The final failure: kept for callers arriving within its time, or not at all.
             keptFailure = failureExpiresIn.flatMap { $0 > .zero ? (error, now + $0) : nil }
         case .success(let value):
@@ -330,6 +349,22 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     }
 
     // MARK: Helpers
+
+    /// The fail-safe's answer to a load's final failure `error` at `now`: the cached value if it
+    /// has expired at most ``FailSafe/maximumStaleness`` ago (counted from its first expiry),
+    /// which is then served as fresh for the ``FailSafe/throttle``; `nil` when there is no
+    /// fail-safe, no such value, or the error is a `CancellationError`.
+    mutating func failSafeValue(for error: any Error, now: Duration) -> Value? {
+        guard let failSafe = configuration.failSafe, !(error is CancellationError), var stale = cached,
+            let expiresAt = stale.expiresAt, now >= expiresAt
+        else { return nil }
+        let since = stale.failSafeSince ?? expiresAt
+        guard now - since <= failSafe.maximumStaleness else { return nil }
+        stale.failSafeSince = since
+        stale.expiresAt = now + failSafe.throttle
+        cached = stale
+        return stale.value
+    }
 
     /// The kept failure if it has not expired at `now` (counted as a negative hit); an expired
     /// one is dropped.

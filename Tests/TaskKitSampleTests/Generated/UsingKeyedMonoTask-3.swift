@@ -16,7 +16,6 @@ fileprivate struct Catalog: Sendable {
 }
 
 fileprivate let catalog = Catalog()
-
 fileprivate struct NotFound: Error {}
 
 

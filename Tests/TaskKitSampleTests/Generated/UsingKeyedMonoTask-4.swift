@@ -5,19 +5,23 @@ import Foundation
 import FoundationNetworking
 #endif
 import TaskKit
-import TaskKitTesting
 
 // What the samples of UsingKeyedMonoTask.md use but do not declare.
+fileprivate struct Pricing: Sendable {
+    func quote(for symbol: String) async throws -> Double { 42 }
+}
+
+fileprivate let pricing = Pricing()
+
 
 // The sample's statements: compiled, never run.
 private func statements() async throws {
-    let clock = ManualClock()
-    _ = clock
-    let cache = KeyedMonoTask<Int, String>(
-        maximumEntries: 100, resultExpireDuration: .seconds(10), clock: clock
-    ) { id in "user \(id)" }
-    _ = cache
-    _ = try await cache.value(for: 1)      // loads
-    clock.advance(by: .seconds(10))
-    // cache.cachedValue(for: 1) is now nil; the next value(for: 1) loads again
+    let prices = KeyedMonoTask<String, Double>(
+        maximumEntries: 10_000,
+        resultExpireDuration: .seconds(10),
+        failSafe: FailSafe(maximumStaleness: .seconds(3_600), throttle: .seconds(30))
+    ) { symbol in
+        try await pricing.quote(for: symbol)
+    }
+    _ = prices
 }

@@ -14,3 +14,9 @@ struct Catalog: Sendable {
 }
 
 let catalog = Catalog()
+// MARK: samples 4
+struct Pricing: Sendable {
+    func quote(for symbol: String) async throws -> Double { 42 }
+}
+
+let pricing = Pricing()

@@ -136,6 +136,56 @@ struct CachePolicyTests {
         #expect(loads.withLock { $0 } == 2)
     }
 
+    // MARK: Fail-safe
+
+    @Test func monoTaskAnswersAFailedReloadWithTheExpiredValueForTheThrottle() async throws {
+        let clock = ManualClock()
+        let upstream = Mutex((failing: false, loads: 0))
+        let config = MonoTask<String>(
+            resultExpireDuration: .seconds(60),
+            failSafe: FailSafe(maximumStaleness: .seconds(600), throttle: .seconds(30)),
+            clock: clock
+        ) {
+            upstream.withLock { state in
+                state.loads += 1
+                return state.failing ? .failure(NotFound()) : .success("config \(state.loads)")
+            }
+        }
+        #expect(try await config.executeThrows() == "config 1")
+        upstream.withLock { $0.failing = true }
+        clock.advance(by: .seconds(60))
+        #expect(try await config.executeThrows() == "config 1")  // the reload failed
+        clock.advance(by: .seconds(29))
+        #expect(try await config.executeThrows() == "config 1")  // the throttle: no load
+        #expect(upstream.withLock { $0.loads } == 2)
+        #expect(config.counters.failSafeHits == 1)
+        upstream.withLock { $0.failing = false }
+        clock.advance(by: .seconds(1))
+        #expect(try await config.executeThrows() == "config 3")
+    }
+
+    @Test func keyedMonoTaskWithABatchLoaderAnswersAFailedReloadWithTheExpiredValue() async throws {
+        let clock = ManualClock()
+        let failing = Mutex(false)
+        let cache = KeyedMonoTask<Int, String>(
+            maximumEntries: 100,
+            resultExpireDuration: .seconds(10),
+            failSafe: FailSafe(maximumStaleness: .seconds(60)),
+            maximumBatchSize: 10,
+            clock: clock
+        ) { keys in
+            if failing.withLock({ $0 }) { throw NotFound() }
+            return Dictionary(uniqueKeysWithValues: keys.map { ($0, "v\($0)") })
+        }
+        _ = await cache.values(for: [1, 2])
+        failing.withLock { $0 = true }
+        clock.advance(by: .seconds(10))
+        let during = await cache.values(for: [1, 2, 3])
+        #expect(try during[1]?.get() == "v1" && during[2]?.get() == "v2")
+        #expect(throws: NotFound.self) { try during[3]?.get() }  // never loaded: the error
+        #expect(cache.counters.failSafeHits == 2)
+    }
+
     @Test func monoTaskKeepsTheValueForItsOwnLifetime() async throws {
         let clock = ManualClock()
         let lifetimes = Mutex([Duration.seconds(30), .seconds(3600)])

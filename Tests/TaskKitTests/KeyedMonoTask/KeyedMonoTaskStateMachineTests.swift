@@ -154,8 +154,15 @@ import TaskKitTestSupport
         #expect(forever.timeToLive == Machine.Configuration.forever && forever.keepsResults)
     }
 
-    static func machine(max: Int = 10, ttl: Duration = .seconds(10), stale: Duration = .zero, retry: RetryCount = .never) -> Machine {
-        Machine(configuration: .init(maximumEntries: max, timeToLive: ttl, staleWhileRevalidate: stale, retry: retry))
+    static func machine(
+        max: Int = 10, ttl: Duration = .seconds(10), stale: Duration = .zero, retry: RetryCount = .never,
+        failSafe: FailSafe? = nil
+    ) -> Machine {
+        Machine(
+            configuration: .init(
+                maximumEntries: max, timeToLive: ttl, staleWhileRevalidate: stale, retry: retry, failSafe: failSafe
+            )
+        )
     }
 
     /// Registers a waiter through the fast path + request, as the owner does.
@@ -269,6 +276,116 @@ import TaskKitTestSupport
             #expect(machine.failures.count <= 2)
         }
         #expect(Set(machine.failures.keys) == [13, 14])  // the oldest went first
+    }
+
+    // MARK: Fail-safe
+
+    /// Loads `key`'s value `value` at `now` in `machine` (nothing else in flight for it).
+    static func loaded(_ machine: inout Machine, _ key: Int, _ value: String, at now: Int64 = .zero) {
+        let load = started(ask(&machine, key, "loader", at: now))!
+        _ = machine.attemptFinished(generation: load.generation, result: .success(value), now: now)
+    }
+
+    /// Fails the load `start` at `now`; returns what its waiters got.
+    static func fail(
+        _ machine: inout Machine, _ start: Machine.StartLoad, _ error: any Error = TestFailure(), at now: Int64,
+        failureExpiresIn: Int64? = nil
+    ) -> (waiters: [String], result: Result<String, any Error>)? {
+        guard case .finish(let waiters, let result, _, _) = machine.attemptFinished(
+            generation: start.generation, result: .failure(error), failureExpiresIn: failureExpiresIn, now: now
+        ) else { return nil }
+        return (waiters.map(\.waiter), result)
+    }
+
+    @Test func aFailedReloadIsAnsweredWithTheExpiredValueWhichThenServesForTheThrottle() throws {
+        var machine = Self.machine(ttl: .seconds(10), failSafe: FailSafe(maximumStaleness: .seconds(60), throttle: .seconds(5)))
+        Self.loaded(&machine, 1, "old")
+        // Expired at 10 s; the reload keeps the value to answer for a failure, and callers join it.
+        let reload = try #require(Self.started(Self.ask(&machine, 1, "a", at: .seconds(12))))
+        guard case .enqueued(nil, _) = Self.ask(&machine, 1, "b", at: .seconds(13)) else {
+            Issue.record("a caller during the reload joins it"); return
+        }
+        let failed = try #require(Self.fail(&machine, reload, at: .seconds(14)))
+        #expect(failed.waiters == ["a", "b"])
+        #expect(try failed.result.get() == "old")
+        #expect(machine.counters.failSafeHits == 2 && machine.counters.failures == 1)
+        // Served as fresh for the throttle: no load until 14 s + 5 s.
+        #expect(Self.ask(&machine, 1, "c", at: .seconds(18)).isCached("old", refreshing: false))
+        let loadsBefore = machine.counters.loads
+        let second = try #require(Self.started(Self.ask(&machine, 1, "d", at: .seconds(19))))
+        #expect(machine.counters.loads == loadsBefore + 1)
+        // Another failure within the maximum staleness (counted from the first expiry, 10 s).
+        #expect(try Self.fail(&machine, second, at: .seconds(20))?.result.get() == "old")
+        // A success ends the fail-safe: the next failure after expiry is counted afresh.
+        let third = try #require(Self.started(Self.ask(&machine, 1, "e", at: .seconds(25))))
+        _ = machine.attemptFinished(generation: third.generation, result: .success("new"), now: .seconds(25))
+        #expect(machine.failSafeSince.isEmpty)
+        #expect(Self.ask(&machine, 1, "f", at: .seconds(34)).isCached("new", refreshing: false))
+    }
+
+    @Test func pastTheMaximumStalenessOrWithoutAValueTheCallersGetTheError() throws {
+        var machine = Self.machine(ttl: .seconds(10), failSafe: FailSafe(maximumStaleness: .seconds(30), throttle: .seconds(5)))
+        // No value at all: the error.
+        let first = try #require(Self.started(Self.ask(&machine, 2, "a")))
+        #expect(throws: TestFailure.self) { try Self.fail(&machine, first, at: .zero)?.result.get() }
+        // Expired 10 s, reloads fail every throttle until 10 s + 30 s; then the error, and the
+        // value is gone.
+        Self.loaded(&machine, 1, "old")
+        var now: Int64 = .seconds(10)
+        while now <= .seconds(40) {
+            let reload = try #require(Self.started(Self.ask(&machine, 1, "w", at: now)))
+            #expect(try Self.fail(&machine, reload, at: now)?.result.get() == "old", "at \(now / 1_000_000_000) s")
+            now += .seconds(5)
+        }
+        // The last throttle ends at 45 s, 35 s past the expiry: beyond the bound.
+        let late = try #require(Self.started(Self.ask(&machine, 1, "late", at: now)))
+        #expect(throws: TestFailure.self) { try Self.fail(&machine, late, at: now)?.result.get() }
+        #expect(machine.cachedValue(for: 1, now: now) == nil && machine.count == 0)
+        #expect(machine.failSafeSince.isEmpty)
+        // A reload that starts beyond the bound drops the value at once: nothing to answer with.
+        Self.loaded(&machine, 3, "three")
+        let beyond = try #require(Self.started(Self.ask(&machine, 3, "x", at: .seconds(41))))
+        #expect(throws: TestFailure.self) { try Self.fail(&machine, beyond, at: .seconds(41))?.result.get() }
+    }
+
+    @Test func theFailSafeNeverAnswersACancellationNorAFreshValuesForcedReload() throws {
+        var machine = Self.machine(ttl: .seconds(10), failSafe: FailSafe(maximumStaleness: .seconds(60)))
+        Self.loaded(&machine, 1, "v")
+        let cancelled = try #require(Self.started(Self.ask(&machine, 1, "a", at: .seconds(11))))
+        #expect(throws: CancellationError.self) {
+            try Self.fail(&machine, cancelled, CancellationError(), at: .seconds(11))?.result.get()
+        }
+        Self.loaded(&machine, 2, "fresh")
+        let forced = try #require(Self.started(Self.ask(&machine, 2, "f", force: true, at: .seconds(1))))
+        #expect(throws: TestFailure.self) { try Self.fail(&machine, forced, at: .seconds(1))?.result.get() }
+        #expect(machine.cachedValue(for: 2, now: .seconds(1)) == "fresh")  // kept, as without
+        #expect(machine.counters.failSafeHits == 0)
+    }
+
+    @Test func aFailedBackgroundRefreshExtendsTheStaleValueAndInvalidationOrEvictionEndsTheFailSafe() throws {
+        var machine = Self.machine(
+            max: 2, ttl: .seconds(10), stale: .seconds(5), failSafe: FailSafe(maximumStaleness: .seconds(60))
+        )
+        Self.loaded(&machine, 1, "v")
+        guard case .deliverCached("v", let refresh?) = Self.ask(&machine, 1, "a", at: .seconds(11)) else {
+            Issue.record("a stale hit starts a refresh"); return
+        }
+        let refreshed = try #require(Self.fail(&machine, refresh, at: .seconds(12)))
+        #expect(refreshed.waiters.isEmpty && (try? refreshed.result.get()) == "v")
+        // Fresh again for the default throttle (30 s): no refresh before 42 s.
+        #expect(Self.ask(&machine, 1, "b", at: .seconds(41)).isCached("v", refreshing: false))
+        #expect(machine.failSafeSince[1] == .seconds(10))
+        _ = machine.invalidate(1)
+        #expect(machine.failSafeSince.isEmpty)
+        // Evicted while failing safe: forgotten too.
+        Self.loaded(&machine, 1, "again", at: .seconds(50))
+        let reload = try #require(Self.started(Self.ask(&machine, 1, "c", at: .seconds(70))))
+        _ = Self.fail(&machine, reload, at: .seconds(70))
+        #expect(machine.failSafeSince[1] == .seconds(60))
+        Self.loaded(&machine, 2, "two", at: .seconds(71))
+        Self.loaded(&machine, 3, "three", at: .seconds(71))  // evicts 1 (unread since it was kept)
+        #expect(machine.cachedValue(for: 1, now: .seconds(71)) == nil)
+        #expect(machine.failSafeSince.isEmpty)
     }
 
     @Test func aCancelledWaiterIsHandedBackOnceAndNotDeliveredTo() {

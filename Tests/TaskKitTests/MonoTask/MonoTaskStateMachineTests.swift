@@ -9,9 +9,10 @@ import TaskKitTestSupport
     struct Boom: Error, Equatable {}
 
     static func machine(
-        ttl: Duration? = .seconds(10), refreshAfter: Duration? = nil, retry: RetryCount = .never
+        ttl: Duration? = .seconds(10), refreshAfter: Duration? = nil, retry: RetryCount = .never,
+        failSafe: FailSafe? = nil
     ) -> Machine {
-        Machine(configuration: .init(timeToLive: ttl, refreshAfter: refreshAfter, retry: retry))
+        Machine(configuration: .init(timeToLive: ttl, refreshAfter: refreshAfter, retry: retry, failSafe: failSafe))
     }
 
     /// Registers a waiter the way an async caller does (fast path, then registration).
@@ -140,6 +141,62 @@ import TaskKitTestSupport
         #expect(Self.started(Self.call(&m, "f", at: .seconds(33))) == 5)
         _ = m.attemptFinished(generation: 5, result: .failure(Boom()), now: .seconds(33))
         #expect(m.keptFailure == nil)
+    }
+
+    @Test func aFailedReloadIsAnsweredWithTheExpiredValueWithinTheMaximumStaleness() {
+        var m = Self.machine(
+            ttl: .seconds(10), refreshAfter: .seconds(5), retry: .count(count: 1, intervalProxy: .fixed(.seconds(1))),
+            failSafe: FailSafe(maximumStaleness: .seconds(20), throttle: .seconds(4))
+        )
+        Self.call(&m, "a")
+        _ = m.attemptFinished(generation: 1, result: .success(1), now: .zero)
+        // Expired at 10 s: the reload's first attempt fails and is retried; the final failure
+        // is answered with the expired value, kept fresh for the throttle.
+        #expect(Self.started(Self.call(&m, "b", at: .seconds(11))) == 2)
+        Self.call(&m, "c", at: .seconds(11))
+        guard case .retry = m.attemptFinished(generation: 2, result: .failure(Boom()), now: .seconds(11)) else {
+            Issue.record("the first failure is retried"); return
+        }
+        let due2 = m.retryDue(generation: 2)
+        #expect(due2)
+        let answered = Self.finished(m.attemptFinished(generation: 2, result: .failure(Boom()), now: .seconds(12)))
+        #expect(answered?.waiters == ["b", "c"] && answered?.value == 1)
+        #expect(m.counters.failSafeHits == 2)
+        // Fresh until 12 s + 4 s, and no refresh ahead meanwhile (the throttle decides).
+        guard case .deliverCached(1, startRun: nil) = Self.call(&m, "d", at: .seconds(15)) else {
+            Issue.record("the throttle serves the value without a load"); return
+        }
+        #expect(m.currentValue(now: .seconds(16)) == nil)
+        // Reloads keep failing: answered until 10 s + 20 s, then the callers get the error.
+        #expect(Self.started(Self.call(&m, "e", at: .seconds(30))) == 3)
+        _ = m.attemptFinished(generation: 3, result: .failure(Boom()), now: .seconds(30))
+        let due3 = m.retryDue(generation: 3)
+        #expect(due3)
+        #expect(Self.finished(m.attemptFinished(generation: 3, result: .failure(Boom()), now: .seconds(30)))?.value == 1)
+        #expect(Self.started(Self.call(&m, "f", at: .seconds(34))) == 4)
+        _ = m.attemptFinished(generation: 4, result: .failure(Boom()), now: .seconds(34))
+        let due4 = m.retryDue(generation: 4)
+        #expect(due4)
+        let failed = Self.finished(m.attemptFinished(generation: 4, result: .failure(Boom()), now: .seconds(34)))
+        #expect(failed?.waiters == ["f"] && failed?.value == nil)
+        // A success ends the fail-safe.
+        Self.call(&m, "g", at: .seconds(35))
+        _ = m.attemptFinished(generation: 5, result: .success(2), now: .seconds(35))
+        #expect(m.cached?.failSafeSince == nil && m.currentValue(now: .seconds(44)) == 2)
+    }
+
+    @Test func theFailSafeNeverAnswersACancellationAFreshValuesForcedLoadOrNothingCached() {
+        var m = Self.machine(ttl: .seconds(10), failSafe: FailSafe(maximumStaleness: .seconds(60)))
+        Self.call(&m, "a")
+        #expect(Self.finished(m.attemptFinished(generation: 1, result: .failure(Boom()), now: .zero))?.value == nil)
+        Self.call(&m, "b")
+        _ = m.attemptFinished(generation: 2, result: .success(1), now: .zero)
+        Self.call(&m, "forced", force: true, at: .seconds(1))
+        #expect(Self.finished(m.attemptFinished(generation: 3, result: .failure(Boom()), now: .seconds(1)))?.value == nil)
+        Self.call(&m, "late", at: .seconds(11))
+        let cancelled = m.attemptFinished(generation: 4, result: .failure(CancellationError()), now: .seconds(11))
+        #expect(Self.finished(cancelled)?.value == nil)
+        #expect(m.counters.failSafeHits == 0)
     }
 
     @Test func infiniteTTLCachesUntilCleared() {
