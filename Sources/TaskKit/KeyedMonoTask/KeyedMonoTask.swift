@@ -447,6 +447,38 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         if let startLoad { self.startLoad(startLoad, in: state) }
     }
 
+    /// Removes the entry of every key for which `shouldRemove` returns `true` (see
+    /// ``invalidate(_:)``): "everything of user 42" in one call. The keys are those held when
+    /// the call visits their shard (an entry, loading or cached, or a kept failure), one shard
+    /// at a time; `shouldRemove` is called for each outside every lock, on the calling thread.
+    public func invalidate(where shouldRemove: (Key) throws -> Bool) rethrows {
+        for state in 0..<shards.count {
+            let keys = shards.withLock(state) { $0.keys }
+            for key in keys where try shouldRemove(key) {
+                invalidate(key)
+            }
+        }
+    }
+
+    /// Puts `value` as `key`'s value, as if a load had just returned it (a write-through after
+    /// an update, or a DataLoader's `prime`): it replaces a cached value; a load of the key in
+    /// flight still delivers its result to the callers waiting for it, but does not store it over
+    /// this one. `cost` and `expiry`, if given, are asked about `value` (on the calling thread,
+    /// before any lock); a kept failure and a fail-safe of the key end. Nothing is cached when a
+    /// loaded value would not be (a `resultExpireDuration` of `.zero` and no `expiry`, a cost
+    /// above `maximumCost`). Makes room as a new key does.
+    public func put(_ value: Value, for key: Key) {
+        let stored = storage(of: .success(value), for: key)
+        let now = time.nowNanoseconds()
+        let state = shard(for: key)
+        let released = shards.withLock(state) {
+            $0.put(key: key, value: value, cost: stored.cost, expiresIn: stored.expiresIn, now: now)
+        }
+        withExtendedLifetime(released) {}
+        if let metrics { metrics.recordEvictions(released.evictions) }
+        if released.overBound { restoreBounds(besides: state) }
+    }
+
     /// Removes every entry; loads in flight behave as for ``invalidate(_:)``. Shard by shard: a
     /// key added to a shard after this call emptied it stays.
     public func invalidateAll() {

@@ -102,6 +102,9 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         @usableFromInline var flight: SingleFlight<Waiter>
         /// `false` once `invalidate` detached it: its result is delivered but not stored.
         @usableFromInline var attached = true
+        /// `false` once `put` replaced the entry's value while it ran: its result is delivered
+        /// to its waiters, not stored over the value put (nor kept as a failure).
+        @usableFromInline var stores = true
 
         @usableFromInline
         init(key: Key, hash: UInt32, waiters: [WaiterEntry]) {
@@ -413,7 +416,9 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         if case .failure = result { counters.recordFailure() }
         var next: StartLoad?
         var delivered = result
-        if load.attached {
+        if load.attached, !load.stores {
+            next = endSuperseded(load, &released)
+        } else if load.attached {
             switch result {
             case .failure(let error):
                 if configuration.failSafe != nil,
@@ -461,6 +466,67 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             detachedLoads -= 1
         }
         return .finish(waiters: load.flight.waiters, result: delivered, next: next, released: released)
+    }
+
+    /// Puts `value` as `key`'s value at `now` (a write-through, a DataLoader's prime), as a load
+    /// that finished would store it (`cost` and `expiresIn` as for ``attemptFinished``): it
+    /// replaces a cached value, and a load in flight for the key delivers its result to its own
+    /// waiters without storing it. Ends a kept failure and a fail-safe. Nothing is stored when
+    /// the value would not be kept (a zero time to live, a cost above the bound).
+    @usableFromInline
+    mutating func put(key: Key, value: Value, cost: Int = 0, expiresIn: Int64? = nil, now: Int64) -> Released {
+        var released = Released()
+        guard let lifetime = configuration.lifetime(expiresIn: expiresIn) else { return released }
+        if let maximumCost = configuration.maximumCost, cost > maximumCost { return released }
+        if !failures.isEmpty { failures[key] = nil }
+        if !failSafeSince.isEmpty { failSafeSince[key] = nil }
+        let hash = UInt32(truncatingIfNeeded: key.hashValue)
+        let slot: Int32
+        var loading = false
+        if let bucket = table.findBucket(key, hash: hash) {
+            slot = table.buckets[bucket]!.slot
+            if let old = table.buckets[bucket]!.value.take() { released.values.append(old) }
+            let running = table.load(of: slot)
+            if running != 0 {
+                loadSlots[Self.slot(running)]!.stores = false
+                loading = true
+            } else {
+                table.beginLoad(slot, generation: UInt64.max)  // out of the queue while it changes
+            }
+        } else {
+            makeRoom(&released)
+            slot = table.insertLoading(key, hash: hash, generation: UInt64.max)
+        }
+        table[slot].value = value
+        table[slot].expiresAt = now &+ lifetime
+        table.setCost(slot, cost)
+        if !loading { table.endLoad(slot) }
+        restoreBounds(keepingHead: !loading, &released)
+        return released
+    }
+
+    /// The end of `load`, whose entry's value `put` replaced while it ran: the entry keeps that
+    /// value; the forced callers waiting for a follow-up get it now (returned to start).
+    @usableFromInline
+    mutating func endSuperseded(_ load: Load, _ released: inout Released) -> StartLoad? {
+        let slot = table.find(load.key)!
+        if let followUp = load.flight.followUp {
+            let generation = beginLoad(key: load.key, hash: load.hash, waiters: followUp)
+            table.replaceLoad(slot, with: generation)
+            return startLoad(key: load.key, generation: generation)
+        }
+        table.endLoad(slot)
+        restoreBounds(keepingHead: false, &released)
+        return nil
+    }
+
+    /// Every key with an entry or a kept failure (for ``KeyedMonoTask/invalidate(where:)``,
+    /// which tests them outside the lock).
+    @usableFromInline
+    var keys: [Key] {
+        var keys = table.nodes.map(\.key)
+        for key in failures.keys where table.find(key) == nil { keys.append(key) }
+        return keys
     }
 
     /// Another shard's load finished with the cache above a bound and nothing left to evict

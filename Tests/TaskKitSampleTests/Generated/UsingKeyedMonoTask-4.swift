@@ -13,7 +13,6 @@ fileprivate struct Pricing: Sendable {
 
 fileprivate let pricing = Pricing()
 
-
 // The sample's statements: compiled, never run.
 private func statements() async throws {
     let prices = KeyedMonoTask<String, Double>(

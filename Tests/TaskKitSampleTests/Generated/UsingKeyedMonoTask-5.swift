@@ -5,19 +5,32 @@ import Foundation
 import FoundationNetworking
 #endif
 import TaskKit
-import TaskKitTesting
 
 // What the samples of UsingKeyedMonoTask.md use but do not declare.
+fileprivate struct Order: Sendable {
+    var id: Int
+    var user: Int
+}
 
-// The sample's statements: compiled, never run.
-private func statements() async throws {
-    let clock = ManualClock()
-    _ = clock
-    let cache = KeyedMonoTask<Int, String>(
-        maximumEntries: 100, resultExpireDuration: .seconds(10), clock: clock
-    ) { id in "user \(id)" }
-    _ = cache
-    _ = try await cache.value(for: 1)      // loads
-    clock.advance(by: .seconds(10))
-    // cache.cachedValue(for: 1) is now nil; the next value(for: 1) loads again
+fileprivate struct Database: Sendable {
+    func order(_ id: Int, of user: Int) async throws -> Order { Order(id: id, user: user) }
+}
+
+fileprivate let database = Database()
+
+fileprivate struct OrderKey: Hashable, Sendable {
+    var user: Int
+    var order: Int
+}
+
+fileprivate let orders = KeyedMonoTask<OrderKey, Order>(maximumEntries: 50_000, resultExpireDuration: .seconds(300)) { key in
+    try await database.order(key.order, of: key.user)
+}
+
+fileprivate func updated(_ order: Order) {
+    orders.put(order, for: OrderKey(user: order.user, order: order.id))
+}
+
+fileprivate func userDeleted(_ user: Int) {
+    orders.invalidate { $0.user == user }
 }

@@ -20,3 +20,14 @@ struct Pricing: Sendable {
 }
 
 let pricing = Pricing()
+// MARK: samples 5
+struct Order: Sendable {
+    var id: Int
+    var user: Int
+}
+
+struct Database: Sendable {
+    func order(_ id: Int, of user: Int) async throws -> Order { Order(id: id, user: user) }
+}
+
+let database = Database()

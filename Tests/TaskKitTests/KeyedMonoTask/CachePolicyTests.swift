@@ -186,6 +186,44 @@ struct CachePolicyTests {
         #expect(cache.counters.failSafeHits == 2)
     }
 
+    // MARK: Priming and bulk invalidation
+
+    @Test func keyedMonoTaskServesAPutValueAndALoadInFlightDoesNotOverwriteIt() async throws {
+        let clock = ManualClock()
+        let gate = TestGate()
+        let loads = Mutex(0)
+        let users = KeyedMonoTask<Int, String>(maximumEntries: 100, resultExpireDuration: .seconds(60), clock: clock) { id in
+            loads.withLock { $0 += 1 }
+            await gate.wait()
+            return "loaded \(id)"
+        }
+        users.put("written 1", for: 1)  // a write-through: no load
+        #expect(try await users.value(for: 1) == "written 1")
+        let waiting = Task { try await users.value(for: 2) }
+        await eventually("the load of 2 started") { loads.withLock { $0 } == 1 }
+        users.put("written 2", for: 2)
+        #expect(try await users.value(for: 2) == "written 2")  // a hit, while the load runs
+        gate.open()
+        #expect(try await waiting.boundedValue() == "loaded 2")  // its caller gets its result
+        #expect(users.cachedValue(for: 2) == "written 2")  // not stored over the value put
+        #expect(loads.withLock { $0 } == 1)
+    }
+
+    @Test func keyedMonoTaskInvalidatesEveryKeyAPredicateSelects() async throws {
+        struct Key: Hashable, Sendable { var user: Int; var item: Int }
+        let cache = KeyedMonoTask<Key, String>(maximumEntries: 10_000, resultExpireDuration: .seconds(60)) { key in
+            "\(key.user)/\(key.item)"
+        }
+        for user in 40..<45 {
+            for item in 0..<100 { cache.put("\(user)/\(item)", for: Key(user: user, item: item)) }
+        }
+        cache.invalidate { $0.user == 42 }  // everything of user 42
+        #expect(cache.count == 400)
+        #expect(cache.cachedValue(for: Key(user: 42, item: 7)) == nil)
+        #expect(cache.cachedValue(for: Key(user: 43, item: 7)) == "43/7")
+        #expect(cache.counters.invalidations == 100)
+    }
+
     @Test func monoTaskKeepsTheValueForItsOwnLifetime() async throws {
         let clock = ManualClock()
         let lifetimes = Mutex([Duration.seconds(30), .seconds(3600)])

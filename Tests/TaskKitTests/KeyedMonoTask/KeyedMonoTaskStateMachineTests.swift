@@ -388,6 +388,51 @@ import TaskKitTestSupport
         #expect(machine.failSafeSince.isEmpty)
     }
 
+    // MARK: Put and bulk invalidation
+
+    @Test func aPutValueReplacesTheCachedOneAndALoadInFlightDoesNotOverwriteIt() throws {
+        var machine = Self.machine(ttl: .seconds(10))
+        Self.loaded(&machine, 1, "old")
+        _ = machine.put(key: 1, value: "put", now: .seconds(1))
+        #expect(Self.ask(&machine, 1, "a", at: .seconds(10)).isCached("put", refreshing: false))  // 1 s + 10 s
+        // A new key: inserted as a load's result would be.
+        _ = machine.put(key: 2, value: "two", now: .zero)
+        #expect(machine.cachedValue(for: 2, now: .seconds(9)) == "two")
+        // A put while a load runs: its waiters get its result, the entry keeps the value put.
+        let load = try #require(Self.started(Self.ask(&machine, 3, "waiting")))
+        _ = Self.ask(&machine, 3, "forced", force: true)
+        _ = machine.put(key: 3, value: "put", now: .zero)
+        #expect(Self.ask(&machine, 3, "later").isCached("put", refreshing: false))
+        guard case .finish(let waiters, .success("loaded"), let next?, _) = machine.attemptFinished(
+            generation: load.generation, result: .success("loaded"), now: .seconds(1)
+        ) else { Issue.record("the superseded load delivers and starts the forced follow-up"); return }
+        #expect(waiters.map(\.waiter) == ["waiting"])
+        #expect(machine.cachedValue(for: 3, now: .seconds(1)) == "put")
+        // The follow-up began after the put: its result is stored.
+        _ = machine.attemptFinished(generation: next.generation, result: .success("fresh"), now: .seconds(2))
+        #expect(machine.cachedValue(for: 3, now: .seconds(2)) == "fresh")
+        // A superseded load's failure is not kept either.
+        let failing = try #require(Self.started(Self.ask(&machine, 4, "w")))
+        _ = machine.put(key: 4, value: "put", now: .zero)
+        _ = Self.fail(&machine, failing, at: .zero, failureExpiresIn: .seconds(60))
+        #expect(machine.failures.isEmpty && machine.cachedValue(for: 4, now: .zero) == "put")
+    }
+
+    @Test func aPutEndsAKeptFailureRespectsTheBoundsAndKeepsNothingWithoutATimeToLive() throws {
+        var machine = Self.machine(max: 2, ttl: .seconds(10))
+        let failing = try #require(Self.started(Self.ask(&machine, 1, "a")))
+        _ = Self.fail(&machine, failing, at: .zero, failureExpiresIn: .seconds(60))
+        _ = machine.put(key: 1, value: "found", now: .zero)
+        #expect(machine.failures.isEmpty && Self.ask(&machine, 1, "b").isCached("found", refreshing: false))
+        _ = machine.put(key: 2, value: "two", now: .zero)
+        let released = machine.put(key: 3, value: "three", now: .zero)
+        #expect(machine.count == 2 && released.evictions == 1)
+        var none = Self.machine(ttl: .zero)
+        _ = none.put(key: 1, value: "v", now: .zero)
+        #expect(none.count == 0)
+        #expect(Set(machine.keys) == Set(machine.table.nodes.map(\.key)))
+    }
+
     @Test func aCancelledWaiterIsHandedBackOnceAndNotDeliveredTo() {
         var machine = Self.machine()
         let start = Self.started(Self.ask(&machine, 1, "a"))!
