@@ -17,6 +17,11 @@
 /// load, a value older than the bound, one evicted or invalidated) the callers get the error as
 /// without a fail-safe.
 ///
+/// With a ``softTimeout``, a slow reload does not hold callers hostage either: a caller that
+/// finds an expired value within the bound and has to wait for its reload waits at most that
+/// long, then gets the expired value (counted as `softTimeouts`), while the load goes on and
+/// updates the entry when it ends.
+///
 /// ```swift
 /// let prices = KeyedMonoTask<String, Price>(
 ///     maximumEntries: 10_000,
@@ -33,15 +38,24 @@ public struct FailSafe: Sendable, Hashable {
     /// How long an expired value that answered for a failed reload is then served as fresh,
     /// without calling the loader. Must be greater than zero. Default: 30 seconds.
     public let throttle: Duration
+    /// How long a caller that finds an expired value (within ``maximumStaleness``) waits for its
+    /// reload before it gets that value instead; the load goes on and stores its result. `nil`
+    /// (default): callers wait for the reload. A forced call (`forceUpdate`) always waits.
+    public let softTimeout: Duration?
 
     /// A fail-safe serving a value up to `maximumStaleness` past its expiry, reloading at most
-    /// once per `throttle` while the backend fails.
+    /// once per `throttle` while the backend fails, and, with a `softTimeout`, answering a
+    /// caller with that value when its reload takes longer.
     ///
-    /// - Precondition: both durations are greater than zero (the message names the parameter).
-    public init(maximumStaleness: Duration, throttle: Duration = .seconds(30)) {
+    /// - Precondition: every duration is greater than zero (the message names the parameter).
+    public init(maximumStaleness: Duration, throttle: Duration = .seconds(30), softTimeout: Duration? = nil) {
         precondition(maximumStaleness > .zero, "FailSafe: maximumStaleness must be > .zero, got \(maximumStaleness)")
         precondition(throttle > .zero, "FailSafe: throttle must be > .zero, got \(throttle)")
+        if let softTimeout {
+            precondition(softTimeout > .zero, "FailSafe: softTimeout must be > .zero (or nil), got \(softTimeout)")
+        }
         self.maximumStaleness = maximumStaleness
         self.throttle = throttle
+        self.softTimeout = softTimeout
     }
 }

@@ -75,6 +75,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     @usableFromInline let expiry: (@Sendable (Key, Value) -> Duration?)?
     /// How long a failed load's error is kept (negative caching); `nil` (never kept) without.
     @usableFromInline let failureExpiry: (@Sendable (Key, any Error) -> Duration?)?
+    /// The fail-safe's soft timeout (``FailSafe/softTimeout``); `nil` without.
+    let softTimeout: Duration?
     /// What the machine needs to store a load's outcome (``storage(of:for:)``).
     @usableFromInline typealias Storage = (cost: Int, expiresIn: Int64?, failureExpiresIn: Int64?)
     /// The metric objects, with a `metricsLabel`; `nil` (no metric objects) without.
@@ -244,6 +246,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         self.cost = cost
         self.expiry = expiry
         self.failureExpiry = failureExpiry
+        self.softTimeout = failSafe?.softTimeout
         self.metrics = metricsLabel.map { MonoTaskMetrics(label: $0, keyed: true) }
         self.tracer = tracing.tracer
         self.isTraced = tracing.tracer != nil
@@ -352,16 +355,21 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///   - forceUpdate: See ``value(for:forceUpdate:)``.
     ///   - then: Called exactly once: on the calling thread, before this method returns, for a
     ///     cache hit; otherwise on the thread of the load that completes, after the async callers
-    ///     of that load were resumed, in registration order with the other callbacks.
+    ///     of that load were resumed, in registration order with the other callbacks (or, when
+    ///     a fail-safe's soft timeout answers first, on the thread of its timer).
     public func value(
         for key: Key, forceUpdate: Bool = false, then: @escaping @Sendable (Result<Value, any Error>) -> Void
     ) {
         let now = time.nowNanoseconds()
         let state = shard(for: key)
-        let action = shards.withLock(state) { machine in
+        let hashValue = key.hashValue
+        let (id, action) = shards.withLock(state) { machine in
             let id = machine.makeWaiterID()
-            return machine.request(
-                key: key, hashValue: key.hashValue, waiter: .callback(then), id: id, forceUpdate: forceUpdate, now: now
+            return (
+                id,
+                machine.request(
+                    key: key, hashValue: hashValue, waiter: .callback(then), id: id, forceUpdate: forceUpdate, now: now
+                )
             )
         }
         if let metrics { metrics.record(action) }
@@ -371,8 +379,9 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             then(.success(value))
         case .deliverFailure(let error):
             then(.failure(error))
-        case .enqueued(let startLoad, _):
+        case .enqueued(let startLoad, _, let softTimeout):
             if let startLoad { self.startLoad(startLoad, in: state) }
+            if softTimeout { armSoftTimeout(key: key, hashValue: hashValue, id: id) }
         case .callerCancelled:
             preconditionFailure("a callback caller is never reported as cancelled")
         }
@@ -552,8 +561,9 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                     if let refresh { startLoad(refresh, in: state) }
                 case .deliverFailure(let error):
                     continuation.resume(returning: .failure(error))
-                case .enqueued(let startLoad, _):
+                case .enqueued(let startLoad, _, let softTimeout):
                     if let startLoad { self.startLoad(startLoad, in: state) }
+                    if softTimeout { armSoftTimeout(key: key, hashValue: hashValue, id: id) }
                 case .callerCancelled:
                     continuation.resume(returning: .failure(CancellationError()))
                 }
@@ -683,6 +693,30 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         )
     }
 
+    /// Answers waiter `id` of `key` with the expired value the fail-safe keeps if its reload has
+    /// not answered within the soft timeout (the machine said one applies when it registered).
+    /// A detached task sleeps on the clock, then asks the key's shard; a waiter the load (or the
+    /// caller's cancellation) answered first is no longer there, so it is answered once.
+    @usableFromInline
+    func armSoftTimeout(key: Key, hashValue: Int, id: Machine.WaiterID) {
+        guard let softTimeout else { return }
+        Task.detached { () async throws -> Void in
+            try? await self.time.sleep(for: softTimeout)
+            let now = self.time.nowNanoseconds()
+            guard
+                let (waiter, value) = self.shards.withLock(self.shard(forHashValue: hashValue), {
+                    $0.softTimeoutEnded(key: key, id: id, now: now)
+                })
+            else { return }
+            self.metrics?.recordSoftTimeout()
+            self.logger.debug("KeyedMonoTask: soft timeout, the expired value answers", metadata: ["key": "\(key)"])
+            switch waiter {
+            case .async(let continuation): continuation.resume(returning: .success(value))
+            case .callback(let callback): callback(.success(value))
+            }
+        }
+    }
+
     /// What the machine needs to store `result` for `key`: a success's cost with a cost bound
     /// (checked not negative; `0` without one) and its own time to live when `expiry` gives one;
     /// how long to keep a failure when `failureExpiry` says (never a `CancellationError`);
@@ -732,7 +766,7 @@ extension MonoTaskMetrics {
         switch action {
         case .deliverCached: recordHit()
         case .deliverFailure: recordNegativeHit()
-        case .enqueued(let startLoad, let released):
+        case .enqueued(let startLoad, let released, _):
             recordMiss(started: startLoad != nil)
             recordEvictions(released.evictions)
         case .callerCancelled: break

@@ -14,6 +14,10 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
     /// Callers of a failed reload answered with the expired value instead of the error (a
     /// ``FailSafe``); also counted where they arrived (``misses`` or ``merges``).
     public internal(set) var failSafeHits: Int = 0
+    /// Callers answered with an expired value because its reload took longer than the
+    /// fail-safe's soft timeout (``FailSafe/softTimeout``); also counted where they arrived
+    /// (``misses`` or ``merges``).
+    public internal(set) var softTimeouts: Int = 0
     /// Calls that found no usable value (or were forced) and started a load.
     public internal(set) var misses: Int = 0
     /// Calls that joined a load in flight, or the load requested to follow it, instead of
@@ -66,6 +70,7 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
         staleHits += other.staleHits
         negativeHits += other.negativeHits
         failSafeHits += other.failSafeHits
+        softTimeouts += other.softTimeouts
         misses += other.misses
         merges += other.merges
         loads += other.loads
@@ -83,7 +88,7 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
 
     /// A one-line summary, for logs.
     public var description: String {
-        "hits=\(hits) staleHits=\(staleHits) negativeHits=\(negativeHits) failSafeHits=\(failSafeHits) misses=\(misses) merges=\(merges) loads=\(loads) "
+        "hits=\(hits) staleHits=\(staleHits) negativeHits=\(negativeHits) failSafeHits=\(failSafeHits) softTimeouts=\(softTimeouts) misses=\(misses) merges=\(merges) loads=\(loads) "
             + "retries=\(retries) failures=\(failures) evictions=\(evictions) "
             + "invalidations=\(invalidations) callerCancellations=\(callerCancellations) "
             + "batches=\(batches) batchedKeys=\(batchedKeys)"

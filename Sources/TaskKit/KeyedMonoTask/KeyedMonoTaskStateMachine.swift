@@ -42,7 +42,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         @usableFromInline var jitter: RetryJitter
         /// An expired value answers for a failed reload (``FailSafe``), in nanoseconds; `nil`
         /// for never.
-        @usableFromInline var failSafe: (maximumStaleness: Int64, throttle: Int64)?
+        @usableFromInline var failSafe: (maximumStaleness: Int64, throttle: Int64, softTimeout: Bool)?
 
         @usableFromInline
         init(
@@ -62,7 +62,10 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             self.maximumCost = maximumCost
             self.jitter = jitter
             self.failSafe = failSafe.map {
-                (KeyedMonoTaskStateMachine.nanoseconds($0.maximumStaleness), KeyedMonoTaskStateMachine.nanoseconds($0.throttle))
+                (
+                    KeyedMonoTaskStateMachine.nanoseconds($0.maximumStaleness),
+                    KeyedMonoTaskStateMachine.nanoseconds($0.throttle), $0.softTimeout != nil
+                )
             }
         }
 
@@ -178,7 +181,9 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         /// A kept failure of the key (negative caching) for the caller, who was not stored.
         case deliverFailure(any Error)
         /// The waiter was stored; start the load if non-`nil`; destroy `released` after unlocking.
-        case enqueued(startLoad: StartLoad?, released: Released)
+        /// `softTimeout`: an expired value the fail-safe keeps is at hand, so the caller may get it
+        /// when its soft timeout ends first (``softTimeoutEnded(key:id:now:)``).
+        case enqueued(startLoad: StartLoad?, released: Released, softTimeout: Bool = false)
         /// The caller's task was already cancelled: not stored; fail it with `CancellationError`.
         case callerCancelled
     }
@@ -331,9 +336,12 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             // Join the load in flight, or (forced) the load that will follow it.
             loadSlots[Self.slot(running)]!.flight.join(WaiterEntry(id: id, waiter: waiter), forced: forceUpdate)
             counters.recordMerge()
-            return .enqueued(startLoad: nil, released: Released())
+            return .enqueued(
+                startLoad: nil, released: Released(),
+                softTimeout: !forceUpdate && configuration.failSafe?.softTimeout == true && table.buckets[bucket]!.value != nil
+            )
         }
-        return reload(slot: slot, key: key, waiter: WaiterEntry(id: id, waiter: waiter), now: now)
+        return reload(slot: slot, key: key, waiter: WaiterEntry(id: id, waiter: waiter), forced: forceUpdate, now: now)
     }
 
     /// ``request(key:waiter:id:forceUpdate:now:callerCancelled:)`` for a key without an entry:
@@ -352,7 +360,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// is unusable, or a forced call: loads now. A forced load keeps a usable value for the
     /// callers that are not forced; an unusable one is dropped.
     @inlinable
-    mutating func reload(slot: Int32, key: Key, waiter: WaiterEntry, now: Int64) -> RequestAction {
+    mutating func reload(slot: Int32, key: Key, waiter: WaiterEntry, forced: Bool, now: Int64) -> RequestAction {
         var released = Released()
         let node = table[slot]
         if let value = node.value, freshness(expiresAt: node.expiresAt, now: now) == .unusable,
@@ -365,7 +373,24 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         let generation = beginLoad(key: key, hash: table.hash(of: slot), waiters: [waiter])
         table.beginLoad(slot, generation: generation)
         counters.recordMiss()
-        return .enqueued(startLoad: startLoad(key: key, generation: generation), released: released)
+        return .enqueued(
+            startLoad: startLoad(key: key, generation: generation), released: released,
+            softTimeout: !forced && configuration.failSafe?.softTimeout == true && table[slot].value != nil
+        )
+    }
+
+    /// The soft timeout of waiter `id` of `key` ended (it was told `softTimeout` on
+    /// registration): if it still waits for the key's load and the expired value is still within
+    /// the fail-safe's maximum staleness, it is taken out, counted, and answered with that value.
+    @usableFromInline
+    mutating func softTimeoutEnded(key: Key, id: WaiterID, now: Int64) -> (waiter: Waiter, value: Value)? {
+        guard let bucket = table.findBucket(key), let value = table.buckets[bucket]!.value,
+            case let running = table.load(of: table.buckets[bucket]!.slot), running != 0,
+            keepsForFailSafe(key, expiredAt: table.buckets[bucket]!.expiresAt, now: now),
+            let waiter = loadSlots[Self.slot(running)]!.flight.remove(id)
+        else { return nil }
+        counters.softTimeouts += 1
+        return (waiter, value)
     }
 
     /// An async caller's task was cancelled: take its waiter out, if still stored.

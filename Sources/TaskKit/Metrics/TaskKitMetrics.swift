@@ -19,6 +19,10 @@ final class MonoTaskMetrics: Sendable {
     /// with the expired value (a ``FailSafe``); those calls were counted as `merged` or `loaded`
     /// too.
     let failSafeHits: Counter
+    /// `taskkit_monotask_requests`, `outcome` = `soft_timeout`: a caller answered with an expired
+    /// value because its reload took longer than the fail-safe's soft timeout (also counted as
+    /// `merged` or `loaded`).
+    let softTimeouts: Counter
     /// `taskkit_monotask_load_duration`: one load, from its start to its final outcome.
     let loadDuration: CoreMetrics.Timer
     /// `taskkit_monotask_failures`: loads whose final outcome is a failure.
@@ -38,6 +42,7 @@ final class MonoTaskMetrics: Sendable {
         loaded = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "loaded")])
         negativeHits = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "negative_hit")])
         failSafeHits = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "fail_safe")])
+        softTimeouts = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "soft_timeout")])
         loadDuration = CoreMetrics.Timer(label: "taskkit_monotask_load_duration", dimensions: [name])
         failures = Counter(label: "taskkit_monotask_failures", dimensions: [name])
         evictions = keyed ? Counter(label: "taskkit_keyed_evictions", dimensions: [name]) : nil
@@ -63,6 +68,11 @@ final class MonoTaskMetrics: Sendable {
     @usableFromInline
     func recordFailSafeHits(_ count: Int) {
         if count > 0 { failSafeHits.increment(by: count) }
+    }
+
+    /// Counts a caller answered with an expired value at its soft timeout.
+    func recordSoftTimeout() {
+        softTimeouts.increment()
     }
 
     /// Counts `count` requests answered from the cache (``KeyedMonoTask/values(for:)``).

@@ -65,6 +65,8 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     private let expiry: (@Sendable (TaskResult) -> Duration?)?
     /// How long a failed load's error is kept (negative caching); `nil` (never kept) without.
     private let failureExpiry: (@Sendable (any Error) -> Duration?)?
+    /// The fail-safe's soft timeout (``FailSafe/softTimeout``); `nil` without.
+    private let softTimeout: Duration?
     private let callbackQueue: DispatchQueue
     private let logger: Logger
     /// `false` when freshness never depends on time (an infinite time to live, or zero, with no
@@ -205,6 +207,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         self.body = body
         self.expiry = expiry
         self.failureExpiry = failureExpiry
+        self.softTimeout = failSafe?.softTimeout
         self.callbackQueue = callbackQueue
         self.logger = logger
         self.metrics = metricsLabel.map { MonoTaskMetrics(label: $0, keyed: false) }
@@ -256,10 +259,13 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///   - completionHandler: Called exactly once on `callbackQueue`, or `nil` for none.
     public func execute(forceUpdate: Bool = false, then completionHandler: ResultCallback?) {
         let now = time.now()
-        let action = state.withLock { state in
+        let (id, action) = state.withLock { state in
             let id = state.machine.makeWaiterID()
-            return state.machine.execute(
-                waiter: completionHandler.map { .callback($0) }, id: id, forceUpdate: forceUpdate, now: now
+            return (
+                id,
+                state.machine.execute(
+                    waiter: completionHandler.map { .callback($0) }, id: id, forceUpdate: forceUpdate, now: now
+                )
             )
         }
         if let metrics { metrics.record(action) }
@@ -273,8 +279,9 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
             if let completionHandler {
                 callbackQueue.async { completionHandler(.failure(error)) }
             }
-        case .enqueued(let startRun):
+        case .enqueued(let startRun, let softTimeout):
             if let startRun { self.startRun(startRun) }
+            if softTimeout { armSoftTimeout(id: id) }
         case .callerCancelled:
             preconditionFailure("a callback caller is never reported as cancelled")
         }
@@ -345,8 +352,9 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
                     if let startRun { self.startRun(startRun) }
                 case .deliverFailure(let error):
                     continuation.resume(returning: .failure(error))
-                case .enqueued(let startRun):
+                case .enqueued(let startRun, let softTimeout):
                     if let startRun { self.startRun(startRun) }
+                    if softTimeout { armSoftTimeout(id: id) }
                 case .callerCancelled:
                     continuation.resume(returning: .failure(CancellationError()))
                 }
@@ -445,6 +453,24 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         }
         // Cancelled (or already over) before its handle was stored: cancel it ourselves.
         if stale { task.cancel() }
+    }
+
+    /// Answers waiter `id` with the expired value the fail-safe keeps if the load has not
+    /// answered within the soft timeout (the machine said one applies when it registered): a
+    /// detached task sleeps on the clock, then asks the machine, which hands the waiter out once.
+    @usableFromInline
+    func armSoftTimeout(id: UInt64) {
+        guard let softTimeout else { return }
+        Task.detached { () async throws -> Void in
+            try? await self.time.sleep(for: softTimeout)
+            let now = self.time.now()
+            guard let (waiter, value) = self.state.withLock({ $0.machine.softTimeoutEnded(id: id, now: now) }) else {
+                return
+            }
+            self.metrics?.recordSoftTimeout()
+            self.logger.debug("MonoTask: soft timeout, the expired value answers")
+            self.deliver(.success(value), to: [waiter])
+        }
     }
 
     /// Runs the attempts of load `generation`, reporting retries and the outcome to `span`.
@@ -546,7 +572,7 @@ extension MonoTaskMetrics {
         switch action {
         case .deliverCached: recordHit()
         case .deliverFailure: recordNegativeHit()
-        case .enqueued(let startRun): recordMiss(started: startRun != nil)
+        case .enqueued(let startRun, _): recordMiss(started: startRun != nil)
         case .callerCancelled: break
         }
     }

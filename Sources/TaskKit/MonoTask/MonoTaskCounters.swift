@@ -12,6 +12,9 @@ public struct MonoTaskCounters: Sendable, Hashable, CustomStringConvertible {
     /// Callers of a failed reload answered with the expired value instead of the error (a
     /// ``FailSafe``); also counted where they arrived (``merges``, or the load they started).
     public internal(set) var failSafeHits: Int = 0
+    /// Callers answered with an expired value because its reload took longer than the
+    /// fail-safe's soft timeout (``FailSafe/softTimeout``); also counted where they arrived.
+    public internal(set) var softTimeouts: Int = 0
     /// Calls that joined a load that existed already (or a requested follow-up load) instead of
     /// starting one. Fire-and-forget calls (`justExecute`) are not counted.
     public internal(set) var merges: Int = 0
@@ -36,7 +39,7 @@ public struct MonoTaskCounters: Sendable, Hashable, CustomStringConvertible {
 
     /// A one-line summary, for logs.
     public var description: String {
-        "hits=\(hits) negativeHits=\(negativeHits) failSafeHits=\(failSafeHits) merges=\(merges) loads=\(loads) "
+        "hits=\(hits) negativeHits=\(negativeHits) failSafeHits=\(failSafeHits) softTimeouts=\(softTimeouts) merges=\(merges) loads=\(loads) "
             + "retries=\(retries) cancellations=\(cancellations) callerCancellations=\(callerCancellations)"
     }
 }

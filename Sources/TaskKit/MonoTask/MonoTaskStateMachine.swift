@@ -35,7 +35,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         /// The randomness of the retry delays' jitter.
         var jitter: RetryJitter
         /// An expired value answers for a failed reload (``FailSafe``); `nil` for never.
-        var failSafe: FailSafe?
+        @usableFromInline var failSafe: FailSafe?
 
         @usableFromInline
         init(
@@ -100,8 +100,10 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         case deliverCached(Value, startRun: Generation?)
         /// A kept failure (negative caching) for the caller, who was not stored.
         case deliverFailure(any Error)
-        /// The waiter (if any) was stored; start the given load if non-`nil`.
-        case enqueued(startRun: Generation?)
+        /// The waiter (if any) was stored; start the given load if non-`nil`. `softTimeout`: an
+        /// expired value the fail-safe keeps is at hand, so the caller may get it when its soft
+        /// timeout ends first (``softTimeoutEnded(id:now:)``).
+        case enqueued(startRun: Generation?, softTimeout: Bool = false)
         /// The caller's task was already cancelled: not stored; fail it with `CancellationError`.
         case callerCancelled
     }
@@ -209,8 +211,12 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         if keptFailure != nil, !forceUpdate, execution == nil, let error = failureStillKept(now: now) {
             return .deliverFailure(error)
         }
+        let softTimeout = waiter != nil && !forceUpdate && configuration.failSafe?.softTimeout != nil
+            && failSafeStillServes(now: now)
         guard execution != nil else {
-            return .enqueued(startRun: beginRun(waiters: waiter.map { [Entry(id: id, waiter: $0)] } ?? []))
+            return .enqueued(
+                startRun: beginRun(waiters: waiter.map { [Entry(id: id, waiter: $0)] } ?? []), softTimeout: softTimeout
+            )
         }
         // The load is mutated in place (`execution!`), so its arrays stay uniquely referenced.
         // A forced caller must not get the result of a load that began before its call. A load
@@ -218,7 +224,26 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         let needsFollowUp = forceUpdate && execution!.phase != .pendingStart && !execution!.restartPending
         execution!.flight.join(waiter.map { Entry(id: id, waiter: $0) }, forced: needsFollowUp)
         if waiter != nil { counters.recordMerge() }
-        return .enqueued(startRun: nil)
+        return .enqueued(startRun: nil, softTimeout: softTimeout)
+    }
+
+    /// The soft timeout of waiter `id` ended (it was told `softTimeout` on registration): if it
+    /// still waits for the load and the expired value is still within the fail-safe's maximum
+    /// staleness, it is taken out, counted, and answered with that value.
+    mutating func softTimeoutEnded(id: WaiterID, now: Duration) -> (waiter: Waiter, value: Value)? {
+        guard execution != nil, let cached, failSafeStillServes(now: now),
+            let waiter = execution!.flight.remove(id)
+        else { return nil }
+        counters.softTimeouts += 1
+        return (waiter, cached.value)
+    }
+
+    /// Whether the cached value has expired (a fresh one is a hit) but no longer ago than the
+    /// fail-safe's maximum staleness, counted from its first expiry.
+    @usableFromInline
+    func failSafeStillServes(now: Duration) -> Bool {
+        guard let failSafe = configuration.failSafe, let cached, let expiresAt = cached.expiresAt else { return false }
+        return now - (cached.failSafeSince ?? expiresAt) <= failSafe.maximumStaleness
     }
 
     /// An async caller's task was cancelled: take its waiter out, if still stored.

@@ -186,6 +186,67 @@ struct CachePolicyTests {
         #expect(cache.counters.failSafeHits == 2)
     }
 
+    // MARK: Soft timeout
+
+    @Test func keyedMonoTaskAnswersWithTheExpiredValueWhenItsReloadIsSlowAndStoresTheReloadLater() async throws {
+        let clock = ManualClock()
+        let gate = TestGate()
+        let loads = Mutex(0)
+        let cache = KeyedMonoTask<Int, String>(
+            maximumEntries: 100,
+            resultExpireDuration: .seconds(10),
+            failSafe: FailSafe(maximumStaleness: .seconds(60), softTimeout: .seconds(1)),
+            clock: clock
+        ) { key in
+            let count = loads.withLock { $0 += 1; return $0 }
+            if count > 1 { await gate.wait() }  // the reload is slow
+            return "v\(count)"
+        }
+        #expect(try await cache.value(for: 1) == "v1")
+        clock.advance(by: .seconds(10))
+        let caller = Task { try await cache.value(for: 1) }
+        let callback = TestGate()
+        let answered = Mutex<String?>(nil)
+        await clock.waitForSleepers(count: 1)
+        cache.value(for: 1) { result in
+            answered.withLock { $0 = try? result.get() }
+            callback.open()
+        }
+        await clock.waitForSleepers(count: 2)
+        clock.advance(by: .seconds(1))
+        #expect(try await caller.boundedValue() == "v1")  // the reload still runs
+        await callback.wait()
+        #expect(answered.withLock { $0 } == "v1")
+        #expect(cache.counters.softTimeouts == 2)
+        gate.open()
+        await eventually("the reload stored its value") { cache.cachedValue(for: 1) == "v2" }
+        #expect(loads.withLock { $0 } == 2)
+    }
+
+    @Test func monoTaskAnswersWithTheExpiredValueWhenItsReloadIsSlow() async throws {
+        let clock = ManualClock()
+        let gate = TestGate()
+        let loads = Mutex(0)
+        let config = MonoTask<String>(
+            resultExpireDuration: .seconds(10),
+            failSafe: FailSafe(maximumStaleness: .seconds(60), softTimeout: .seconds(2)),
+            clock: clock
+        ) {
+            let count = loads.withLock { $0 += 1; return $0 }
+            if count > 1 { await gate.wait() }
+            return .success("v\(count)")
+        }
+        #expect(try await config.executeThrows() == "v1")
+        clock.advance(by: .seconds(10))
+        let caller = Task { try await config.executeThrows() }
+        await clock.waitForSleepers(count: 1)
+        clock.advance(by: .seconds(2))
+        #expect(try await caller.boundedValue() == "v1")
+        #expect(config.counters.softTimeouts == 1)
+        gate.open()
+        await eventually("the reload stored its value") { config.currentResult == "v2" }
+    }
+
     // MARK: Priming and bulk invalidation
 
     @Test func keyedMonoTaskServesAPutValueAndALoadInFlightDoesNotOverwriteIt() async throws {

@@ -22,7 +22,7 @@ import TaskKitTestSupport
             switch shards[index].fastPath(key: key, hashValue: key.hashValue, forceUpdate: false, now: .zero) {
             case .hit: break
             case .miss(let id):
-                guard case .enqueued(let start?, _) = shards[index].request(key: key, hashValue: key.hashValue, waiter: 0, id: id, forceUpdate: false, now: .zero)
+                guard case .enqueued(let start?, _, _) = shards[index].request(key: key, hashValue: key.hashValue, waiter: 0, id: id, forceUpdate: false, now: .zero)
                 else { Issue.record("a miss starts a load"); return 0 }
                 _ = shards[index].attemptFinished(generation: start.generation, result: .success(key), now: .zero)
             }

@@ -177,7 +177,7 @@ import TaskKitTestSupport
     }
 
     static func started(_ action: Machine.RequestAction) -> Machine.StartLoad? {
-        if case .enqueued(let start?, _) = action { return start }
+        if case .enqueued(let start?, _, _) = action { return start }
         return nil
     }
 
@@ -302,7 +302,7 @@ import TaskKitTestSupport
         Self.loaded(&machine, 1, "old")
         // Expired at 10 s; the reload keeps the value to answer for a failure, and callers join it.
         let reload = try #require(Self.started(Self.ask(&machine, 1, "a", at: .seconds(12))))
-        guard case .enqueued(nil, _) = Self.ask(&machine, 1, "b", at: .seconds(13)) else {
+        guard case .enqueued(nil, _, _) = Self.ask(&machine, 1, "b", at: .seconds(13)) else {
             Issue.record("a caller during the reload joins it"); return
         }
         let failed = try #require(Self.fail(&machine, reload, at: .seconds(14)))
@@ -386,6 +386,44 @@ import TaskKitTestSupport
         Self.loaded(&machine, 3, "three", at: .seconds(71))  // evicts 1 (unread since it was kept)
         #expect(machine.cachedValue(for: 1, now: .seconds(71)) == nil)
         #expect(machine.failSafeSince.isEmpty)
+    }
+
+    @Test func aSoftTimeoutAnswersAWaitingCallerWithTheKeptValueOnceAndTheLoadStillStores() throws {
+        var machine = Self.machine(
+            ttl: .seconds(10), failSafe: FailSafe(maximumStaleness: .seconds(60), softTimeout: .seconds(1))
+        )
+        Self.loaded(&machine, 1, "old")
+        guard case .enqueued(let reload?, _, softTimeout: true) = Self.ask(&machine, 1, "a", at: .seconds(12)) else {
+            Issue.record("a caller of a reload with a kept value gets a soft timeout"); return
+        }
+        let a = machine.lastWaiterID
+        guard case .enqueued(nil, _, softTimeout: true) = Self.ask(&machine, 1, "b", at: .seconds(12)) else {
+            Issue.record("so does one that joins it"); return
+        }
+        let b = machine.lastWaiterID
+        guard case .enqueued(nil, _, softTimeout: false) = Self.ask(&machine, 1, "forced", force: true, at: .seconds(12)) else {
+            Issue.record("a forced caller waits for its load"); return
+        }
+        let answered = machine.softTimeoutEnded(key: 1, id: a, now: .seconds(13))
+        #expect(answered?.waiter == "a" && answered?.value == "old")
+        let again = machine.softTimeoutEnded(key: 1, id: a, now: .seconds(13))
+        #expect(again == nil)  // once
+        #expect(machine.counters.softTimeouts == 1)
+        guard case .finish(let waiters, .success("new"), _, _) = machine.attemptFinished(
+            generation: reload.generation, result: .success("new"), now: .seconds(14)
+        ) else { Issue.record("the load finishes"); return }
+        #expect(waiters.map(\.waiter) == ["b"])  // "a" was answered already
+        #expect(machine.cachedValue(for: 1, now: .seconds(14)) == "new")
+        let delivered = machine.softTimeoutEnded(key: 1, id: b, now: .seconds(15))
+        #expect(delivered == nil)  // delivered by the load
+        // No kept value (a new key), or one past the maximum staleness: no soft timeout.
+        guard case .enqueued(_, _, softTimeout: false) = Self.ask(&machine, 2, "c") else {
+            Issue.record("nothing at hand for a new key"); return
+        }
+        Self.loaded(&machine, 3, "three")
+        _ = Self.ask(&machine, 3, "d", at: .seconds(30))
+        let tooOld = machine.softTimeoutEnded(key: 3, id: machine.lastWaiterID, now: .seconds(71))
+        #expect(tooOld == nil)
     }
 
     // MARK: Put and bulk invalidation

@@ -25,7 +25,7 @@ import TaskKitTestSupport
     }
 
     static func started(_ action: Machine.ExecuteAction) -> UInt64? {
-        if case .enqueued(let run) = action { return run }
+        if case .enqueued(let run, _) = action { return run }
         return nil
     }
 
@@ -197,6 +197,32 @@ import TaskKitTestSupport
         let cancelled = m.attemptFinished(generation: 4, result: .failure(CancellationError()), now: .seconds(11))
         #expect(Self.finished(cancelled)?.value == nil)
         #expect(m.counters.failSafeHits == 0)
+    }
+
+    @Test func aSoftTimeoutAnswersAWaitingCallerWithTheExpiredValueOnce() {
+        var m = Self.machine(ttl: .seconds(10), failSafe: FailSafe(maximumStaleness: .seconds(60), softTimeout: .seconds(1)))
+        guard case .enqueued(1, softTimeout: false) = Self.call(&m, "first") else {
+            Issue.record("nothing cached: no soft timeout"); return
+        }
+        _ = m.attemptFinished(generation: 1, result: .success(1), now: .zero)
+        guard case .enqueued(2, softTimeout: true) = Self.call(&m, "a", at: .seconds(12)) else {
+            Issue.record("an expired value at hand: a soft timeout"); return
+        }
+        let a = m.lastWaiterID
+        guard case .enqueued(nil, softTimeout: false) = Self.call(&m, "forced", force: true, at: .seconds(12)) else {
+            Issue.record("a forced caller waits"); return
+        }
+        let answered = m.softTimeoutEnded(id: a, now: .seconds(13))
+        #expect(answered?.waiter == "a" && answered?.value == 1)
+        let again = m.softTimeoutEnded(id: a, now: .seconds(13))
+        #expect(again == nil && m.counters.softTimeouts == 1)
+        let done = Self.finished(m.attemptFinished(generation: 2, result: .success(2), now: .seconds(14)))
+        #expect(done?.waiters.isEmpty == true && done?.value == 2)
+        #expect(m.currentValue(now: .seconds(14)) == 2)
+        // Past the maximum staleness: the caller waits for the load.
+        guard case .enqueued(_, softTimeout: false) = Self.call(&m, "late", at: .seconds(100)) else {
+            Issue.record("past the bound: no soft timeout"); return
+        }
     }
 
     @Test func infiniteTTLCachesUntilCleared() {
