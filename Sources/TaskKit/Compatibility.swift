@@ -118,7 +118,7 @@ extension MonoTask {
     /// are on the `Duration?` initialiser it is renamed to.
     @_disfavoredOverload
     @available(
-        *, deprecated, renamed: "init(retry:resultExpireDuration:refreshAfter:failSafe:taskQueue:callbackQueue:clock:logger:metricsLabel:tracing:expiry:failureExpiry:task:)",
+        *, deprecated, renamed: "init(retry:resultExpireDuration:refreshAfter:expiryJitter:failSafe:taskQueue:callbackQueue:clock:logger:metricsLabel:tracing:expiry:failureExpiry:task:)",
         message: "pass resultExpireDuration as a Duration? (nil: cached until cleared)"
     )
     public convenience init(
@@ -139,7 +139,7 @@ extension MonoTask {
     /// async block runs in a Swift task.
     @_disfavoredOverload
     @available(
-        *, deprecated, renamed: "init(retry:resultExpireDuration:refreshAfter:failSafe:callbackQueue:clock:logger:metricsLabel:tracing:expiry:failureExpiry:task:)",
+        *, deprecated, renamed: "init(retry:resultExpireDuration:refreshAfter:expiryJitter:failSafe:callbackQueue:clock:logger:metricsLabel:tracing:expiry:failureExpiry:task:)",
         message: "pass resultExpireDuration as a Duration? (nil: cached until cleared); an async block takes no taskQueue"
     )
     public convenience init(

@@ -42,11 +42,16 @@ extension KeyedMonoTask {
     /// - Parameters:
     ///   - maximumEntries: The most entries held, cached or loading; must be greater than 0.
     ///   - maximumCost: With `cost`, the most total cost of the cached values, as for
-    ///     ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:failSafe:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:cost:load:)``;
+    ///     ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:expiryJitter:failSafe:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:cost:load:)``;
     ///     `nil` (default): no cost bound. Must not be negative; given together with `cost`.
     ///   - resultExpireDuration: How long a success stays fresh, counted from its batch's end.
-    ///     As for ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:failSafe:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:cost:load:)``.
+    ///     As for ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:expiryJitter:failSafe:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:cost:load:)``.
     ///   - staleWhileRevalidate: As for the loader of one key; the refreshes are batched too.
+    ///   - expiryJitter: The most each stored value's time to live is shortened at random, as for
+    ///     the loader of one key. `.zero` (default): none.
+    ///   - failSafe: An expired value answers for a failed reload of its key (the batch failed, or
+    ///     did not return the key), as for the loader of one key (``FailSafe``). `nil` (default):
+    ///     the callers get the error.
     ///   - retry: How a failed batch is retried, as a whole. Default: no retry.
     ///   - maximumBatchSize: The most keys in one call of `batchLoad`; must be greater than 0.
     ///   - batchWindow: How long a batch waits for more keys, on `clock`, before it goes (a full
@@ -73,6 +78,7 @@ extension KeyedMonoTask {
         maximumCost: Int? = nil,
         resultExpireDuration: Duration? = .zero,
         staleWhileRevalidate: Duration = .zero,
+        expiryJitter: Duration = .zero,
         failSafe: FailSafe? = nil,
         retry: RetryCount = .never,
         maximumBatchSize: Int,
@@ -94,7 +100,8 @@ extension KeyedMonoTask {
         )
         self.init(
             entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
-            staleWhileRevalidate: staleWhileRevalidate, failSafe: failSafe, retry: retry, clock: clock, expiry: expiry,
+            staleWhileRevalidate: staleWhileRevalidate, expiryJitter: expiryJitter, failSafe: failSafe, retry: retry,
+            clock: clock, expiry: expiry,
             failureExpiry: failureExpiry, costOf: cost,
             logger: logger, metricsLabel: metricsLabel, tracing: tracing, loader: .batch(batcher)
         )

@@ -112,6 +112,10 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///   - staleWhileRevalidate: How long after expiry the old value is still served at once while
     ///     one background refresh runs. `.zero` (default): an expired value is never served.
     ///     Must not be negative.
+    ///   - expiryJitter: Spreads expiries: each stored value's time to live is shortened by a
+    ///     random duration between zero and this (never below zero), so that keys loaded together
+    ///     (a warm-up, a batch, a restart of many replicas) do not all expire, and reload, in the
+    ///     same second. Must not be negative. `.zero` (default): no jitter.
     ///   - failSafe: When a key's value has expired and its reload fails (after its retries), the
     ///     callers get the expired value instead of the error, which is then served as fresh for
     ///     the fail-safe's throttle, up to its maximum staleness past the value's expiry (see
@@ -157,6 +161,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         maximumCost: Int? = nil,
         resultExpireDuration: Duration? = .zero,
         staleWhileRevalidate: Duration = .zero,
+        expiryJitter: Duration = .zero,
         failSafe: FailSafe? = nil,
         retry: RetryCount = .never,
         clock: some Clock<Duration> = CoarseContinuousClock(),
@@ -170,7 +175,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ) {
         self.init(
             entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
-            staleWhileRevalidate: staleWhileRevalidate, failSafe: failSafe, retry: retry, clock: clock, expiry: expiry,
+            staleWhileRevalidate: staleWhileRevalidate, expiryJitter: expiryJitter, failSafe: failSafe, retry: retry,
+            clock: clock, expiry: expiry,
             failureExpiry: failureExpiry, costOf: cost,
             logger: logger, metricsLabel: metricsLabel, tracing: tracing, loader: .single(load)
         )
@@ -187,6 +193,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         costBound maximumCost: Int?,
         resultExpireDuration: Duration?,
         staleWhileRevalidate: Duration,
+        expiryJitter: Duration,
         failSafe: FailSafe?,
         retry: RetryCount,
         clock: some Clock<Duration>,
@@ -216,6 +223,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             staleWhileRevalidate >= .zero,
             "KeyedMonoTask: staleWhileRevalidate must be >= .zero, got \(staleWhileRevalidate)"
         )
+        precondition(expiryJitter >= .zero, "KeyedMonoTask: expiryJitter must be >= .zero, got \(expiryJitter)")
         _ = retry.maximumRetries  // rejects a negative count with its own message
         // With a batch loader the batch is retried as a whole (by the owner), never one key.
         let keyRetry: RetryCount
@@ -232,7 +240,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         let configuration = Machine.Configuration(
             maximumEntries: maximumEntries, timeToLive: resultExpireDuration,
             staleWhileRevalidate: staleWhileRevalidate, retry: keyRetry, maximumCost: maximumCost,
-            failSafe: failSafe
+            failSafe: failSafe, expiryJitter: expiryJitter
         )
         self.logger = logger
         let shardCount = Self.shardCount(maximumEntries: maximumEntries)

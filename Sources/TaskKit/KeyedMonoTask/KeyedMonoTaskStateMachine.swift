@@ -43,11 +43,15 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         /// An expired value answers for a failed reload (``FailSafe``), in nanoseconds; `nil`
         /// for never.
         @usableFromInline var failSafe: (maximumStaleness: Int64, throttle: Int64, softTimeout: Bool)?
+        /// The most a stored value's time to live is shortened at random, in nanoseconds (0:
+        /// never), so that values stored together do not expire together.
+        @usableFromInline var expiryJitter: Int64
 
         @usableFromInline
         init(
             maximumEntries: Int, timeToLive: Duration?, staleWhileRevalidate: Duration, retry: RetryCount,
-            maximumCost: Int? = nil, jitter: RetryJitter = .system, failSafe: FailSafe? = nil
+            maximumCost: Int? = nil, jitter: RetryJitter = .system, failSafe: FailSafe? = nil,
+            expiryJitter: Duration = .zero
         ) {
             self.maximumEntries = maximumEntries
             if let timeToLive {
@@ -61,6 +65,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             self.retry = retry
             self.maximumCost = maximumCost
             self.jitter = jitter
+            self.expiryJitter = KeyedMonoTaskStateMachine.nanoseconds(expiryJitter)
             self.failSafe = failSafe.map {
                 (
                     KeyedMonoTaskStateMachine.nanoseconds($0.maximumStaleness),
@@ -462,7 +467,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             let bucket = table.findBucket(load.key, hash: load.hash)!
             let slot = table.buckets[bucket]!.slot
             assert(table.load(of: slot) == finished, "an attached load names its entry")
-            if case .success(let value) = result, let lifetime = configuration.lifetime(expiresIn: expiresIn) {
+            if case .success(let value) = result, var lifetime = configuration.lifetime(expiresIn: expiresIn) {
+                if configuration.expiryJitter > 0 { lifetime = jittered(lifetime) }
                 if let old = table.buckets[bucket]!.value.take() { released.values.append(old) }
                 if let maximumCost = configuration.maximumCost, cost > maximumCost {
                     // Too costly to keep at all: delivered, not cached (nor the older value).
@@ -501,7 +507,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @usableFromInline
     mutating func put(key: Key, value: Value, cost: Int = 0, expiresIn: Int64? = nil, now: Int64) -> Released {
         var released = Released()
-        guard let lifetime = configuration.lifetime(expiresIn: expiresIn) else { return released }
+        guard var lifetime = configuration.lifetime(expiresIn: expiresIn) else { return released }
+        if configuration.expiryJitter > 0 { lifetime = jittered(lifetime) }
         if let maximumCost = configuration.maximumCost, cost > maximumCost { return released }
         if !failures.isEmpty { failures[key] = nil }
         if !failSafeSince.isEmpty { failSafeSince[key] = nil }
@@ -570,7 +577,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @inlinable
     mutating func cacheExtra(key: Key, value: Value, cost: Int = 0, expiresIn: Int64? = nil, now: Int64) -> Released {
         var released = Released()
-        guard let lifetime = configuration.lifetime(expiresIn: expiresIn) else { return released }
+        guard var lifetime = configuration.lifetime(expiresIn: expiresIn) else { return released }
+        if configuration.expiryJitter > 0 { lifetime = jittered(lifetime) }
         if let maximumCost = configuration.maximumCost, cost > maximumCost { return released }
         let slot: Int32
         let hash = UInt32(truncatingIfNeeded: key.hashValue)
@@ -725,6 +733,15 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         loadsInFlight += 1
         let sequence = loadsBegun % 0x7FFF_FFFF + 1
         return sequence << 32 | UInt64(slot)
+    }
+
+    /// `lifetime` shortened by a random duration in 0 … `expiryJitter` (never below zero; a value
+    /// kept forever stays so).
+    @usableFromInline
+    func jittered(_ lifetime: Int64) -> Int64 {
+        guard lifetime < Configuration.forever else { return lifetime }
+        var randomness = configuration.jitter  // copies share one generator
+        return max(0, lifetime &- Int64.random(in: 0...configuration.expiryJitter, using: &randomness))
     }
 
     /// Whether a value of `key` that expired at `expiredAt` is still within the fail-safe's

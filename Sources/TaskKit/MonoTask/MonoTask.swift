@@ -90,6 +90,10 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///     `resultExpireDuration`), a call returns it at once *and* starts one background
     ///     refresh. `nil` (default) disables it. Must not be negative and must be smaller than
     ///     `resultExpireDuration`.
+    ///   - expiryJitter: Spreads expiries: each stored value's time to live is shortened by a random
+    ///     duration between zero and this (never below zero), so that values loaded together do
+    ///     not all expire, and reload, at the same instant. Must not be negative. `.zero`
+    ///     (default): no jitter.
     ///   - failSafe: When the cached value has expired and its reload fails (after its retries),
     ///     the callers get the expired value instead of the error, which is then served as fresh
     ///     for the fail-safe's throttle, up to its maximum staleness past the value's expiry (see
@@ -126,6 +130,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         retry: RetryCount = .never,
         resultExpireDuration: Duration? = .zero,
         refreshAfter: Duration? = nil,
+        expiryJitter: Duration = .zero,
         failSafe: FailSafe? = nil,
         taskQueue: DispatchQueue = .global(),
         callbackQueue: DispatchQueue = .global(),
@@ -138,7 +143,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         task: @escaping CallbackExecution
     ) {
         self.init(
-            retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter, failSafe: failSafe,
+            retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter, expiryJitter: expiryJitter, failSafe: failSafe,
             callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel,
             tracing: tracing, expiry: expiry, failureExpiry: failureExpiry, body: .callback(task, taskQueue)
         )
@@ -152,6 +157,8 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///     nothing, `nil` caches until cleared.
     ///   - refreshAfter: The refresh-ahead age, or `nil` (default) for none. Must not be negative
     ///     and must be smaller than `resultExpireDuration`.
+    ///   - expiryJitter: The most each stored value's time to live is shortened at random;
+    ///     `.zero` (default): none. See the callback initialiser.
     ///   - failSafe: An expired value answers for a failed reload (``FailSafe``); `nil` (default):
     ///     the callers get the error. See the callback initialiser.
     ///   - callbackQueue: The queue on which ``execute(forceUpdate:then:)`` handlers are called.
@@ -172,6 +179,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         retry: RetryCount = .never,
         resultExpireDuration: Duration? = .zero,
         refreshAfter: Duration? = nil,
+        expiryJitter: Duration = .zero,
         failSafe: FailSafe? = nil,
         callbackQueue: DispatchQueue = .global(),
         clock: some Clock<Duration> = ContinuousClock(),
@@ -183,7 +191,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         task: @escaping AsyncExecution
     ) {
         self.init(
-            retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter, failSafe: failSafe,
+            retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter, expiryJitter: expiryJitter, failSafe: failSafe,
             callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel,
             tracing: tracing, expiry: expiry, failureExpiry: failureExpiry, body: .async(task)
         )
@@ -192,13 +200,14 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     /// The initialiser every other one forwards to (the public ones here, the compatibility
     /// spellings in `Compatibility.swift`), with the task block as a `Body`.
     init(
-        retry: RetryCount, resultExpireDuration: Duration?, refreshAfter: Duration?, failSafe: FailSafe? = nil,
+        retry: RetryCount, resultExpireDuration: Duration?, refreshAfter: Duration?, expiryJitter: Duration = .zero,
+        failSafe: FailSafe? = nil,
         callbackQueue: DispatchQueue, clock: some Clock<Duration>, logger: Logger, metricsLabel: String?,
         tracing: TaskTracing, expiry: (@Sendable (TaskResult) -> Duration?)? = nil,
         failureExpiry: (@Sendable (any Error) -> Duration?)? = nil, body: Body
     ) {
         self.state = LockedState(
-            State(machine: Machine(configuration: Self.configuration(retry, resultExpireDuration, refreshAfter, failSafe)))
+            State(machine: Machine(configuration: Self.configuration(retry, resultExpireDuration, refreshAfter, expiryJitter, failSafe)))
         )
         self.time = ClockTimeSource(clock)
         self.hitsReadTheClock =
@@ -215,8 +224,10 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     }
 
     private static func configuration(
-        _ retry: RetryCount, _ resultExpireDuration: Duration?, _ refreshAfter: Duration?, _ failSafe: FailSafe?
+        _ retry: RetryCount, _ resultExpireDuration: Duration?, _ refreshAfter: Duration?, _ expiryJitter: Duration,
+        _ failSafe: FailSafe?
     ) -> Machine.Configuration {
+        precondition(expiryJitter >= .zero, "MonoTask: expiryJitter must be >= .zero, got \(expiryJitter)")
         if let resultExpireDuration {
             precondition(
                 resultExpireDuration >= .zero,
@@ -231,7 +242,8 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         }
         _ = retry.maximumRetries  // rejects a negative count with its own message
         return Machine.Configuration(
-            timeToLive: resultExpireDuration, refreshAfter: refreshAfter, retry: retry, failSafe: failSafe
+            timeToLive: resultExpireDuration, refreshAfter: refreshAfter, retry: retry, failSafe: failSafe,
+            expiryJitter: expiryJitter
         )
     }
 

@@ -36,17 +36,20 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         var jitter: RetryJitter
         /// An expired value answers for a failed reload (``FailSafe``); `nil` for never.
         @usableFromInline var failSafe: FailSafe?
+        /// The most a stored value's time to live is shortened at random (`.zero`: never).
+        var expiryJitter: Duration
 
         @usableFromInline
         init(
             timeToLive: Duration?, refreshAfter: Duration?, retry: RetryCount, jitter: RetryJitter = .system,
-            failSafe: FailSafe? = nil
+            failSafe: FailSafe? = nil, expiryJitter: Duration = .zero
         ) {
             self.timeToLive = timeToLive
             self.refreshAfter = refreshAfter
             self.retry = retry
             self.jitter = jitter
             self.failSafe = failSafe
+            self.expiryJitter = expiryJitter
         }
     }
 
@@ -300,7 +303,13 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         case .success(let value):
             keptFailure = nil
             // A zero time to live keeps nothing (callers still merged), and drops an older value.
-            let lifetime = expiresIn.map { max($0, .zero) } ?? configuration.timeToLive
+            var lifetime = expiresIn.map { max($0, .zero) } ?? configuration.timeToLive
+            if let kept = lifetime, kept > .zero, configuration.expiryJitter > .zero {
+                // Shortened at random, so that tasks loaded together do not expire together.
+                var randomness = configuration.jitter  // copies share one generator
+                let cut = Int64.random(in: 0...configuration.expiryJitter.keyedMonoTaskNanoseconds, using: &randomness)
+                lifetime = max(kept - .nanoseconds(cut), .zero)
+            }
             cached = lifetime == .zero ? nil : Cached(value: value, storedAt: now, expiresAt: lifetime.map { now + $0 })
         }
         let waiters = Self.waiters(of: current.flight.waiters)

@@ -426,6 +426,41 @@ import TaskKitTestSupport
         #expect(tooOld == nil)
     }
 
+    // MARK: Expiry jitter
+
+    /// Issue 51's synchronised expiry: 10,000 keys loaded within one second, a 60 s time to live.
+    /// Without jitter they all expire in the same second; with 10 s of jitter the busiest second
+    /// of reloads holds at most twice the mean of the seconds they spread over.
+    @Test(arguments: [0, 10])
+    func valuesLoadedTogetherExpireSpreadOverTheJitter(jitterSeconds: Int64) {
+        var machine = Machine(
+            configuration: .init(
+                maximumEntries: 20_000, timeToLive: .seconds(60), staleWhileRevalidate: .zero, retry: .never,
+                jitter: RetryJitter(SeededRandomNumberGenerator(seed: 51)), expiryJitter: .seconds(jitterSeconds)
+            )
+        )
+        for key in 0..<10_000 {
+            let now = Int64(key) * 100_000  // 10,000 loads in one second
+            let load = Self.started(Self.ask(&machine, key, "w", at: now))!
+            _ = machine.attemptFinished(generation: load.generation, result: .success("v"), now: now)
+        }
+        var perSecond: [Int64: Int] = [:]
+        for bucket in machine.table.buckets.indices {
+            guard let node = machine.table.buckets[bucket] else { continue }
+            perSecond[node.expiresAt / 1_000_000_000, default: 0] += 1
+            #expect(node.expiresAt <= Int64(node.key) * 100_000 + .seconds(60))  // never later
+        }
+        let busiest = perSecond.values.max()!
+        let mean = 10_000 / max(1, Int(jitterSeconds))
+        print("expiries per second, jitter \(jitterSeconds) s:", perSecond.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" })
+        if jitterSeconds == 0 {
+            #expect(perSecond.count <= 2)  // all within [60 s, 61 s)
+        } else {
+            #expect(busiest <= 2 * mean)
+            #expect(perSecond.count >= Int(jitterSeconds))
+        }
+    }
+
     // MARK: Put and bulk invalidation
 
     @Test func aPutValueReplacesTheCachedOneAndALoadInFlightDoesNotOverwriteIt() throws {

@@ -225,6 +225,28 @@ import TaskKitTestSupport
         }
     }
 
+    @Test func expiryJitterShortensEachStoredLifetimeByAtMostTheJitter() {
+        var lifetimes: Set<Duration> = []
+        for seed in 0..<20 {
+            var m = Machine(
+                configuration: .init(
+                    timeToLive: .seconds(60), refreshAfter: nil, retry: .never,
+                    jitter: RetryJitter(SeededRandomNumberGenerator(seed: UInt64(seed))), expiryJitter: .seconds(6)
+                )
+            )
+            Self.call(&m, "a")
+            _ = m.attemptFinished(generation: 1, result: .success(1), now: .zero)
+            let expiresAt = m.cached!.expiresAt!
+            #expect(expiresAt >= .seconds(54) && expiresAt <= .seconds(60))
+            lifetimes.insert(expiresAt)
+        }
+        #expect(lifetimes.count > 10)  // spread, not one value
+        var forever = Self.machine(ttl: nil)
+        Self.call(&forever, "a")
+        _ = forever.attemptFinished(generation: 1, result: .success(1), now: .zero)
+        #expect(forever.cached?.expiresAt == nil)
+    }
+
     @Test func infiniteTTLCachesUntilCleared() {
         var m = Self.machine(ttl: nil)
         Self.call(&m, "a")
