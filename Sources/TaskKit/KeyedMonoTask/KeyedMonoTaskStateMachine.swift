@@ -506,25 +506,36 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// the value would not be kept (a zero time to live, a cost above the bound).
     @usableFromInline
     mutating func put(key: Key, value: Value, cost: Int = 0, expiresIn: Int64? = nil, now: Int64) -> Released {
+        store(value, for: key, cost: cost, expiresIn: expiresIn, now: now, overLoadInFlight: true)
+    }
+
+    /// Stores `value` as `key`'s, as a finished load would ("finished": its expiry and cost, the
+    /// bounds restored without evicting it), for ``put(key:value:cost:expiresIn:now:)`` and
+    /// ``cacheExtra(key:value:cost:expiresIn:now:)``. A key with a load in flight is left to
+    /// that load, or, with `overLoadInFlight`, gets the value while the load is marked not to
+    /// store its result. Ends a kept failure and a fail-safe of the key.
+    @inlinable
+    mutating func store(
+        _ value: Value, for key: Key, cost: Int, expiresIn: Int64?, now: Int64, overLoadInFlight: Bool
+    ) -> Released {
         var released = Released()
         guard var lifetime = configuration.lifetime(expiresIn: expiresIn) else { return released }
         if configuration.expiryJitter > 0 { lifetime = jittered(lifetime) }
         if let maximumCost = configuration.maximumCost, cost > maximumCost { return released }
-        if !failures.isEmpty { failures[key] = nil }
-        if !failSafeSince.isEmpty { failSafeSince[key] = nil }
         let hash = UInt32(truncatingIfNeeded: key.hashValue)
         let slot: Int32
         var loading = false
         if let bucket = table.findBucket(key, hash: hash) {
             slot = table.buckets[bucket]!.slot
-            if let old = table.buckets[bucket]!.value.take() { released.values.append(old) }
             let running = table.load(of: slot)
             if running != 0 {
+                guard overLoadInFlight else { return released }
                 loadSlots[Self.slot(running)]!.stores = false
                 loading = true
             } else {
                 table.beginLoad(slot, generation: UInt64.max)  // out of the queue while it changes
             }
+            if let old = table[slot].value { released.values.append(old) }
         } else {
             makeRoom(&released)
             slot = table.insertLoading(key, hash: hash, generation: UInt64.max)
@@ -533,6 +544,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         table[slot].expiresAt = now &+ lifetime
         table.setCost(slot, cost)
         if !loading { table.endLoad(slot) }
+        if !failures.isEmpty { failures[key] = nil }
+        if !failSafeSince.isEmpty { failSafeSince[key] = nil }
         restoreBounds(keepingHead: !loading, &released)
         return released
     }
@@ -576,29 +589,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// is left to that load. `cost` is the value's cost with a cost bound.
     @inlinable
     mutating func cacheExtra(key: Key, value: Value, cost: Int = 0, expiresIn: Int64? = nil, now: Int64) -> Released {
-        var released = Released()
-        guard var lifetime = configuration.lifetime(expiresIn: expiresIn) else { return released }
-        if configuration.expiryJitter > 0 { lifetime = jittered(lifetime) }
-        if let maximumCost = configuration.maximumCost, cost > maximumCost { return released }
-        let slot: Int32
-        let hash = UInt32(truncatingIfNeeded: key.hashValue)
-        if let bucket = table.findBucket(key, hash: hash) {
-            let found = table.buckets[bucket]!.slot
-            guard table.load(of: found) == 0 else { return released }
-            slot = found
-            if let old = table[slot].value { released.values.append(old) }
-            table.beginLoad(slot, generation: UInt64.max)  // out of the queue while it changes
-        } else {
-            makeRoom(&released)
-            slot = table.insertLoading(key, hash: hash, generation: UInt64.max)
-        }
-        table[slot].value = value
-        table[slot].expiresAt = now &+ lifetime
-        table.setCost(slot, cost)
-        table.endLoad(slot)
-        if !failSafeSince.isEmpty { failSafeSince[key] = nil }
-        restoreBounds(keepingHead: true, &released)
-        return released
+        store(value, for: key, cost: cost, expiresIn: expiresIn, now: now, overLoadInFlight: false)
     }
 
     /// The backoff delay of load `generation` is over: its next attempt starts.
