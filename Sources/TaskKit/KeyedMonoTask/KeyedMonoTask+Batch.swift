@@ -42,10 +42,10 @@ extension KeyedMonoTask {
     /// - Parameters:
     ///   - maximumEntries: The most entries held, cached or loading; must be greater than 0.
     ///   - maximumCost: With `cost`, the most total cost of the cached values, as for
-    ///     ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:expiryJitter:failSafe:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:cost:load:)``;
+    ///     ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:expiryJitter:failSafe:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:tags:cost:load:)``;
     ///     `nil` (default): no cost bound. Must not be negative; given together with `cost`.
     ///   - resultExpireDuration: How long a success stays fresh, counted from its batch's end.
-    ///     As for ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:expiryJitter:failSafe:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:cost:load:)``.
+    ///     As for ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:expiryJitter:failSafe:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:tags:cost:load:)``.
     ///   - staleWhileRevalidate: As for the loader of one key; the refreshes are batched too.
     ///   - expiryJitter: The most each stored value's time to live is shortened at random, as for
     ///     the loader of one key. `.zero` (default): none.
@@ -68,6 +68,7 @@ extension KeyedMonoTask {
     ///   - failureExpiry: How long a key's failure is kept as its answer (negative caching: a
     ///     ``KeyedMonoTaskKeyNotLoaded`` for a key the loader did not return, say), as for the
     ///     loader of one key.
+    ///   - tags: The tags of a loaded value, for ``invalidate(tag:)``, as for the loader of one key.
     ///   - cost: With `maximumCost`, the cost of a loaded value; must not be negative.
     ///   - batchLoad: Loads the values of the keys it is given (distinct, at most
     ///     `maximumBatchSize`), returning them by key. Runs in a task of its own, never under a
@@ -89,6 +90,7 @@ extension KeyedMonoTask {
         tracing: TaskTracing = .none,
         expiry: (@Sendable (Key, Value) -> Duration?)? = nil,
         failureExpiry: (@Sendable (Key, any Error) -> Duration?)? = nil,
+        tags: (@Sendable (Key, Value) -> Set<String>)? = nil,
         cost: (@Sendable (Key, Value) -> Int)? = nil,
         batchLoad: @escaping @Sendable ([Key]) async throws -> [Key: Value]
     ) {
@@ -102,7 +104,7 @@ extension KeyedMonoTask {
             entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
             staleWhileRevalidate: staleWhileRevalidate, expiryJitter: expiryJitter, failSafe: failSafe, retry: retry,
             clock: clock, expiry: expiry,
-            failureExpiry: failureExpiry, costOf: cost,
+            failureExpiry: failureExpiry, tags: tags, costOf: cost,
             logger: logger, metricsLabel: metricsLabel, tracing: tracing, loader: .batch(batcher)
         )
     }
@@ -275,7 +277,8 @@ extension KeyedMonoTask {
                     ended.append(
                         machine.attemptFinished(
                             generation: items[index].start.generation, result: result, cost: stored.cost,
-                            expiresIn: stored.expiresIn, failureExpiresIn: stored.failureExpiresIn, now: now
+                            expiresIn: stored.expiresIn, failureExpiresIn: stored.failureExpiresIn, tags: stored.tags,
+                            now: now
                         )
                     )
                 }
@@ -305,7 +308,7 @@ extension KeyedMonoTask {
         let now = time.nowNanoseconds()
         let state = shard(for: key)
         let released = shards.withLock(state) { [stored] in
-            $0.cacheExtra(key: key, value: value, cost: stored.cost, expiresIn: stored.expiresIn, now: now)
+            $0.cacheExtra(key: key, value: value, cost: stored.cost, expiresIn: stored.expiresIn, tags: stored.tags, now: now)
         }
         withExtendedLifetime(released) {}
         if let metrics { metrics.recordEvictions(released.evictions) }

@@ -77,8 +77,10 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     @usableFromInline let failureExpiry: (@Sendable (Key, any Error) -> Duration?)?
     /// The fail-safe's soft timeout (``FailSafe/softTimeout``); `nil` without.
     let softTimeout: Duration?
+    /// A stored value's tags, for `invalidate(tag:)`; `nil` (no tags) without.
+    @usableFromInline let tags: (@Sendable (Key, Value) -> Set<String>)?
     /// What the machine needs to store a load's outcome (``storage(of:for:)``).
-    @usableFromInline typealias Storage = (cost: Int, expiresIn: Int64?, failureExpiresIn: Int64?)
+    @usableFromInline typealias Storage = (cost: Int, expiresIn: Int64?, failureExpiresIn: Int64?, tags: Set<String>?)
     /// The metric objects, with a `metricsLabel`; `nil` (no metric objects) without.
     @usableFromInline let metrics: MonoTaskMetrics?
     /// Receives a debug message per failed load and per retry.
@@ -151,6 +153,9 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///     `CancellationError` is never kept. A success, ``invalidate(_:)`` and a forced call end
     ///     it. Called once per failed load (after its retries), never under a lock. `nil`
     ///     (default): no failure is kept.
+    ///   - tags: The tags of a loaded value, computed from its key and the value ("user:42",
+    ///     "catalog"), for ``invalidate(tag:)``. Called once per value stored (a load's, a
+    ///     batch's, a ``put(_:for:)``), never under a lock. `nil` (default): no tags.
     ///   - cost: With `maximumCost`, the cost of a loaded value, for example its size in bytes;
     ///     must not be negative. Called once per successful load, in the load's `Task`, never
     ///     under a lock. `nil` (default): no cost bound.
@@ -170,6 +175,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         tracing: TaskTracing = .none,
         expiry: (@Sendable (Key, Value) -> Duration?)? = nil,
         failureExpiry: (@Sendable (Key, any Error) -> Duration?)? = nil,
+        tags: (@Sendable (Key, Value) -> Set<String>)? = nil,
         cost: (@Sendable (Key, Value) -> Int)? = nil,
         load: @escaping @Sendable (Key) async throws -> Value
     ) {
@@ -177,7 +183,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
             staleWhileRevalidate: staleWhileRevalidate, expiryJitter: expiryJitter, failSafe: failSafe, retry: retry,
             clock: clock, expiry: expiry,
-            failureExpiry: failureExpiry, costOf: cost,
+            failureExpiry: failureExpiry, tags: tags, costOf: cost,
             logger: logger, metricsLabel: metricsLabel, tracing: tracing, loader: .single(load)
         )
     }
@@ -199,6 +205,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         clock: some Clock<Duration>,
         expiry: (@Sendable (Key, Value) -> Duration?)?,
         failureExpiry: (@Sendable (Key, any Error) -> Duration?)?,
+        tags: (@Sendable (Key, Value) -> Set<String>)?,
         costOf cost: (@Sendable (Key, Value) -> Int)?,
         logger: Logger,
         metricsLabel: String?,
@@ -255,6 +262,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         self.expiry = expiry
         self.failureExpiry = failureExpiry
         self.softTimeout = failSafe?.softTimeout
+        self.tags = tags
         self.metrics = metricsLabel.map { MonoTaskMetrics(label: $0, keyed: true) }
         self.tracer = tracing.tracer
         self.isTraced = tracing.tracer != nil
@@ -477,10 +485,20 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         }
     }
 
+    /// Removes the entry of every key whose cached value has `tag` (from the cache's `tags`), as
+    /// ``invalidate(_:)`` does: "everything of user 42" when values are tagged `"user:42"`. The
+    /// keys are those tagged when the call visits their shard, one shard at a time.
+    public func invalidate(tag: String) {
+        for state in 0..<shards.count {
+            let keys = shards.withLock(state) { $0.keys(taggedWith: tag) }
+            for key in keys { invalidate(key) }
+        }
+    }
+
     /// Puts `value` as `key`'s value, as if a load had just returned it (a write-through after
     /// an update, or a DataLoader's `prime`): it replaces a cached value; a load of the key in
     /// flight still delivers its result to the callers waiting for it, but does not store it over
-    /// this one. `cost` and `expiry`, if given, are asked about `value` (on the calling thread,
+    /// this one. `cost`, `expiry` and `tags`, if given, are asked about `value` (on the calling thread,
     /// before any lock); a kept failure and a fail-safe of the key end. Nothing is cached when a
     /// loaded value would not be (a `resultExpireDuration` of `.zero` and no `expiry`, a cost
     /// above `maximumCost`). Makes room as a new key does.
@@ -489,7 +507,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         let now = time.nowNanoseconds()
         let state = shard(for: key)
         let released = shards.withLock(state) {
-            $0.put(key: key, value: value, cost: stored.cost, expiresIn: stored.expiresIn, now: now)
+            $0.put(key: key, value: value, cost: stored.cost, expiresIn: stored.expiresIn, tags: stored.tags, now: now)
         }
         withExtendedLifetime(released) {}
         if let metrics { metrics.recordEvictions(released.evictions) }
@@ -647,7 +665,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             let action = shards.withLock(state) { [stored] in
                 $0.attemptFinished(
                     generation: generation, result: result, cost: stored.cost, expiresIn: stored.expiresIn,
-                    failureExpiresIn: stored.failureExpiresIn, now: now
+                    failureExpiresIn: stored.failureExpiresIn, tags: stored.tags, now: now
                 )
             }
             switch consume action {
@@ -741,7 +759,9 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             result, expiry: expiry.map { expiry in { expiry(key, $0) } },
             failureExpiry: failureExpiry.map { failureExpiry in { failureExpiry(key, $0) } }
         )
-        return (valueCost, kept.value?.keyedMonoTaskNanoseconds, kept.failure?.keyedMonoTaskNanoseconds)
+        var valueTags: Set<String>?
+        if let tags, case .success(let value) = result { valueTags = tags(key, value) }
+        return (valueCost, kept.value?.keyedMonoTaskNanoseconds, kept.failure?.keyedMonoTaskNanoseconds, valueTags)
     }
 
     /// The cache is above a bound and the shard `finished` had nothing more to evict: evicts

@@ -214,6 +214,9 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// first expired (nanoseconds), from which its staleness is counted. A key leaves with a
     /// success, its removal or its invalidation; empty without a fail-safe.
     @usableFromInline var failSafeSince: [Key: Int64] = [:]
+    /// The tags of the keys whose cached value has some (the cache's `tags` gave them), for
+    /// `invalidate(tag:)`. A key leaves with its value; empty without tags.
+    @usableFromInline var tagged: [Key: Set<String>] = [:]
     /// The loads in flight, by slot (`nil`: a free slot). A load's generation holds its slot in
     /// its low 32 bits and a sequence number (1 to 2^31 - 1) above them, so that it is never 0:
     /// finding a load costs an index, not a hash. Written only by the machine's own methods.
@@ -429,7 +432,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @inlinable
     mutating func attemptFinished(
         generation finished: Generation, result: Result<Value, any Error>, cost: Int = 0, expiresIn: Int64? = nil,
-        failureExpiresIn: Int64? = nil, now: Int64
+        failureExpiresIn: Int64? = nil, tags: Set<String>? = nil, now: Int64
     ) -> AttemptFinishedAction {
         if case .failure = result {
             var jitter = configuration.jitter  // copies share one generator
@@ -473,10 +476,12 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
                 if let maximumCost = configuration.maximumCost, cost > maximumCost {
                     // Too costly to keep at all: delivered, not cached (nor the older value).
                     table.setCost(slot, 0)
+                    if !tagged.isEmpty { tagged[load.key] = nil }
                 } else {
                     table.buckets[bucket]!.value = value
                     table.buckets[bucket]!.expiresAt = now &+ lifetime
                     table.setCost(slot, cost)
+                    if tags != nil || !tagged.isEmpty { tag(load.key, tags) }
                 }
             }
             if let followUp = load.flight.followUp {
@@ -490,7 +495,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
                 // Restore the bounds, never evicting this result.
                 restoreBounds(keepingHead: true, &released)
             } else {
-                if !failSafeSince.isEmpty { failSafeSince[load.key] = nil }
+                forgetEntry(load.key)
                 released.removed.append(table.remove(slot))
             }
         } else {
@@ -505,8 +510,10 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// waiters without storing it. Ends a kept failure and a fail-safe. Nothing is stored when
     /// the value would not be kept (a zero time to live, a cost above the bound).
     @usableFromInline
-    mutating func put(key: Key, value: Value, cost: Int = 0, expiresIn: Int64? = nil, now: Int64) -> Released {
-        store(value, for: key, cost: cost, expiresIn: expiresIn, now: now, overLoadInFlight: true)
+    mutating func put(
+        key: Key, value: Value, cost: Int = 0, expiresIn: Int64? = nil, tags: Set<String>? = nil, now: Int64
+    ) -> Released {
+        store(value, for: key, cost: cost, expiresIn: expiresIn, tags: tags, now: now, overLoadInFlight: true)
     }
 
     /// Stores `value` as `key`'s, as a finished load would ("finished": its expiry and cost, the
@@ -516,7 +523,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// store its result. Ends a kept failure and a fail-safe of the key.
     @inlinable
     mutating func store(
-        _ value: Value, for key: Key, cost: Int, expiresIn: Int64?, now: Int64, overLoadInFlight: Bool
+        _ value: Value, for key: Key, cost: Int, expiresIn: Int64?, tags: Set<String>?, now: Int64, overLoadInFlight: Bool
     ) -> Released {
         var released = Released()
         guard var lifetime = configuration.lifetime(expiresIn: expiresIn) else { return released }
@@ -546,6 +553,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         if !loading { table.endLoad(slot) }
         if !failures.isEmpty { failures[key] = nil }
         if !failSafeSince.isEmpty { failSafeSince[key] = nil }
+        if tags != nil || !tagged.isEmpty { tag(key, tags) }
         restoreBounds(keepingHead: !loading, &released)
         return released
     }
@@ -563,6 +571,29 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         table.endLoad(slot)
         restoreBounds(keepingHead: false, &released)
         return nil
+    }
+
+    /// The keys whose cached value has `tag` (for ``KeyedMonoTask/invalidate(tag:)``).
+    @usableFromInline
+    func keys(taggedWith tag: String) -> [Key] {
+        tagged.compactMap { $0.value.contains(tag) ? $0.key : nil }
+    }
+
+    /// Records `tags` as those of `key`'s new value (none: forgets the key's).
+    @usableFromInline
+    mutating func tag(_ key: Key, _ tags: Set<String>?) {
+        if let tags, !tags.isEmpty {
+            tagged[key] = tags
+        } else {
+            tagged[key] = nil
+        }
+    }
+
+    /// `key`'s entry is gone: its fail-safe and its tags go with it.
+    @inlinable
+    mutating func forgetEntry(_ key: Key) {
+        if !failSafeSince.isEmpty { failSafeSince[key] = nil }
+        if !tagged.isEmpty { tagged[key] = nil }
     }
 
     /// Every key with an entry or a kept failure (for ``KeyedMonoTask/invalidate(where:)``,
@@ -588,8 +619,10 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// restoring the bounds without evicting it) or an idle one. A key whose load is in flight
     /// is left to that load. `cost` is the value's cost with a cost bound.
     @inlinable
-    mutating func cacheExtra(key: Key, value: Value, cost: Int = 0, expiresIn: Int64? = nil, now: Int64) -> Released {
-        store(value, for: key, cost: cost, expiresIn: expiresIn, now: now, overLoadInFlight: false)
+    mutating func cacheExtra(
+        key: Key, value: Value, cost: Int = 0, expiresIn: Int64? = nil, tags: Set<String>? = nil, now: Int64
+    ) -> Released {
+        store(value, for: key, cost: cost, expiresIn: expiresIn, tags: tags, now: now, overLoadInFlight: false)
     }
 
     /// The backoff delay of load `generation` is over: its next attempt starts.
@@ -605,7 +638,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     mutating func invalidate(_ key: Key) -> (startLoad: StartLoad?, released: Released) {
         var released = Released()
         if !failures.isEmpty { failures[key] = nil }
-        if !failSafeSince.isEmpty { failSafeSince[key] = nil }
+        forgetEntry(key)
         guard let slot = table.find(key) else { return (nil, released) }
         let running = table.load(of: slot)
         released.removed.append(table.remove(slot))
@@ -619,6 +652,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         var released = Released()
         failures = [:]
         failSafeSince = [:]
+        tagged = [:]
         let old = table.removeAll()
         counters.invalidations += old.nodes.count
         var starts: [StartLoad] = []
@@ -650,7 +684,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @inlinable
     mutating func makeRoom(_ released: inout Released) {
         while isFull(), let evicted = table.evict(keepingHead: false) {
-            if !failSafeSince.isEmpty { failSafeSince[evicted.node.key] = nil }
+            forgetEntry(evicted.node.key)
             released.removed.append(evicted)
             counters.recordEviction()
             released.evictions += 1
@@ -663,7 +697,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @inlinable
     mutating func restoreBounds(keepingHead: Bool, _ released: inout Released) {
         while isOverBound(), let evicted = table.evict(keepingHead: keepingHead) {
-            if !failSafeSince.isEmpty { failSafeSince[evicted.node.key] = nil }
+            forgetEntry(evicted.node.key)
             released.removed.append(evicted)
             counters.recordEviction()
             released.evictions += 1

@@ -18,6 +18,10 @@ fileprivate struct Database: Sendable {
 
 fileprivate let database = Database()
 
+fileprivate extension Database {
+    func order(_ id: Int) async throws -> Order { Order(id: id, user: 1) }
+}
+
 fileprivate struct OrderKey: Hashable, Sendable {
     var user: Int
     var order: Int
@@ -33,4 +37,16 @@ fileprivate func updated(_ order: Order) {
 
 fileprivate func userDeleted(_ user: Int) {
     orders.invalidate { $0.user == user }
+}
+
+fileprivate let ordersByID = KeyedMonoTask<Int, Order>(
+    maximumEntries: 50_000,
+    resultExpireDuration: .seconds(300),
+    tags: { _, order in ["user:\(order.user)"] }
+) { id in
+    try await database.order(id)
+}
+
+fileprivate func accountClosed(_ user: Int) {
+    ordersByID.invalidate(tag: "user:\(user)")
 }

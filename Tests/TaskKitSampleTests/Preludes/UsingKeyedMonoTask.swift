@@ -31,3 +31,7 @@ struct Database: Sendable {
 }
 
 let database = Database()
+
+extension Database {
+    func order(_ id: Int) async throws -> Order { Order(id: id, user: 1) }
+}

@@ -285,6 +285,22 @@ struct CachePolicyTests {
         #expect(cache.counters.invalidations == 100)
     }
 
+    @Test func keyedMonoTaskInvalidatesEveryValueWithATag() async throws {
+        struct Order: Sendable { var user: Int; var id: Int }
+        let orders = KeyedMonoTask<Int, Order>(
+            maximumEntries: 1_000,
+            resultExpireDuration: .seconds(60),
+            tags: { _, order in ["user:\(order.user)"] }
+        ) { id in
+            Order(user: id % 3, id: id)
+        }
+        for id in 0..<30 { _ = try await orders.value(for: id) }
+        orders.invalidate(tag: "user:1")
+        #expect(orders.count == 20)
+        #expect(orders.cachedValue(for: 1) == nil && orders.cachedValue(for: 3) != nil)
+        #expect(orders.counters.invalidations == 10)
+    }
+
     @Test func monoTaskKeepsTheValueForItsOwnLifetime() async throws {
         let clock = ManualClock()
         let lifetimes = Mutex([Duration.seconds(30), .seconds(3600)])

@@ -491,6 +491,23 @@ import TaskKitTestSupport
         #expect(machine.failures.isEmpty && machine.cachedValue(for: 4, now: .zero) == "put")
     }
 
+    @Test func tagsFollowTheValueTheyWereComputedForAndLeaveWithIt() throws {
+        var machine = Self.machine(max: 3, ttl: .seconds(10))
+        let load = try #require(Self.started(Self.ask(&machine, 1, "a")))
+        _ = machine.attemptFinished(generation: load.generation, result: .success("v"), tags: ["user:1", "all"], now: .zero)
+        _ = machine.put(key: 2, value: "w", tags: ["user:2", "all"], now: .zero)
+        _ = machine.cacheExtra(key: 3, value: "x", tags: ["user:1"], now: .zero)
+        #expect(Set(machine.keys(taggedWith: "user:1")) == [1, 3])
+        #expect(Set(machine.keys(taggedWith: "all")) == [1, 2])
+        _ = machine.put(key: 1, value: "untagged", now: .zero)  // a new value without tags
+        #expect(machine.keys(taggedWith: "all") == [2])
+        _ = machine.invalidate(2)
+        _ = machine.put(key: 4, value: "y", tags: ["user:4"], now: .zero)  // evicts one of 1, 3
+        #expect(machine.tagged.keys.allSatisfy { machine.table.find($0) != nil })
+        _ = machine.invalidateAll()
+        #expect(machine.tagged.isEmpty)
+    }
+
     @Test func aPutEndsAKeptFailureRespectsTheBoundsAndKeepsNothingWithoutATimeToLive() throws {
         var machine = Self.machine(max: 2, ttl: .seconds(10))
         let failing = try #require(Self.started(Self.ask(&machine, 1, "a")))
