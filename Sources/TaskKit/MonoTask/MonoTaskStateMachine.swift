@@ -281,6 +281,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         if current.restartPending {
             return .startRun(replaceRun(current))
         }
+        var delivered = result
         switch result {
         case .failure(let error):
             var jitter = configuration.jitter  // copies share one generator
@@ -291,15 +292,14 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
                 return .retry(after: delay)
             }
             if let stale = failSafeValue(for: error, now: now) {
-                // The expired value answers instead of the error, as if it had just loaded.
+                // The expired value answers instead of the error, and no failure is kept.
                 keptFailure = nil
                 counters.failSafeHits += current.flight.waiters.count
-                let waiters = Self.waiters(of: current.flight.waiters)
-                let next = current.flight.followUp.flatMap { beginRun(waiters: $0) }
-                return .finish(waiters: waiters, result: .success(stale), startRun: next)
+                delivered = .success(stale)
+            } else {
+                // The final failure: kept for callers arriving within its time, or not at all.
+                keptFailure = failureExpiresIn.flatMap { $0 > .zero ? (error, now + $0) : nil }
             }
-            // The final failure: kept for callers arriving within its time, or not at all.
-            keptFailure = failureExpiresIn.flatMap { $0 > .zero ? (error, now + $0) : nil }
         case .success(let value):
             keptFailure = nil
             // A zero time to live keeps nothing (callers still merged), and drops an older value.
@@ -317,7 +317,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         if let followUp = current.flight.followUp {
             next = beginRun(waiters: followUp)
         }
-        return .finish(waiters: waiters, result: result, startRun: next)
+        return .finish(waiters: waiters, result: delivered, startRun: next)
     }
 
     /// The backoff delay of load `generation` is over: whether its next attempt may start now.
@@ -390,11 +390,9 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     /// fail-safe, no such value, or the error is a `CancellationError`.
     mutating func failSafeValue(for error: any Error, now: Duration) -> Value? {
         guard let failSafe = configuration.failSafe, !(error is CancellationError), var stale = cached,
-            let expiresAt = stale.expiresAt, now >= expiresAt
+            let expiresAt = stale.expiresAt, now >= expiresAt, failSafeStillServes(now: now)
         else { return nil }
-        let since = stale.failSafeSince ?? expiresAt
-        guard now - since <= failSafe.maximumStaleness else { return nil }
-        stale.failSafeSince = since
+        stale.failSafeSince = stale.failSafeSince ?? expiresAt
         stale.expiresAt = now + failSafe.throttle
         cached = stale
         return stale.value
