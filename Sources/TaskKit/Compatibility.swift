@@ -118,7 +118,7 @@ extension MonoTask {
     /// are on the `Duration?` initialiser it is renamed to.
     @_disfavoredOverload
     @available(
-        *, deprecated, renamed: "init(retry:resultExpireDuration:refreshAfter:expiryJitter:failSafe:taskQueue:callbackQueue:clock:logger:metricsLabel:tracing:expiry:failureExpiry:task:)",
+        *, deprecated, renamed: "init(retry:resultExpireDuration:refreshAhead:expiryJitter:failSafe:taskQueue:callbackQueue:clock:logger:metricsLabel:tracing:expiry:failureExpiry:task:)",
         message: "pass resultExpireDuration as a Duration? (nil: cached until cleared)"
     )
     public convenience init(
@@ -139,7 +139,7 @@ extension MonoTask {
     /// async block runs in a Swift task.
     @_disfavoredOverload
     @available(
-        *, deprecated, renamed: "init(retry:resultExpireDuration:refreshAfter:expiryJitter:failSafe:callbackQueue:clock:logger:metricsLabel:tracing:expiry:failureExpiry:task:)",
+        *, deprecated, renamed: "init(retry:resultExpireDuration:refreshAhead:expiryJitter:failSafe:callbackQueue:clock:logger:metricsLabel:tracing:expiry:failureExpiry:task:)",
         message: "pass resultExpireDuration as a Duration? (nil: cached until cleared); an async block takes no taskQueue"
     )
     public convenience init(
@@ -169,7 +169,7 @@ extension MonoTask {
     /// option Monstra did not have.
     private convenience init(retry: RetryCount, resultExpireDuration: Duration?, callbackQueue: DispatchQueue, body: Body) {
         self.init(
-            retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: nil, callbackQueue: callbackQueue,
+            retry: retry, resultExpireDuration: resultExpireDuration, refreshAhead: nil, callbackQueue: callbackQueue,
             clock: ContinuousClock(), logger: .silent(label: "TaskKit.MonoTask"), metricsLabel: nil, tracing: .none,
             body: body
         )

@@ -42,11 +42,13 @@ extension KeyedMonoTask {
     /// - Parameters:
     ///   - maximumEntries: The most entries held, cached or loading; must be greater than 0.
     ///   - maximumCost: With `cost`, the most total cost of the cached values, as for
-    ///     ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:expiryJitter:failSafe:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:tags:cost:load:)``;
+    ///     ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:refreshAhead:expiryJitter:failSafe:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:tags:cost:load:)``;
     ///     `nil` (default): no cost bound. Must not be negative; given together with `cost`.
     ///   - resultExpireDuration: How long a success stays fresh, counted from its batch's end.
-    ///     As for ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:expiryJitter:failSafe:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:tags:cost:load:)``.
+    ///     As for ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:refreshAhead:expiryJitter:failSafe:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:tags:cost:load:)``.
     ///   - staleWhileRevalidate: As for the loader of one key; the refreshes are batched too.
+    ///   - refreshAhead: When a hit starts a background reload of a fresh value (``RefreshAhead``),
+    ///     as for the loader of one key; the refreshes are batched too. `nil` (default): never.
     ///   - expiryJitter: The most each stored value's time to live is shortened at random, as for
     ///     the loader of one key. `.zero` (default): none.
     ///   - failSafe: An expired value answers for a failed reload of its key (the batch failed, or
@@ -79,6 +81,7 @@ extension KeyedMonoTask {
         maximumCost: Int? = nil,
         resultExpireDuration: Duration? = .zero,
         staleWhileRevalidate: Duration = .zero,
+        refreshAhead: RefreshAhead? = nil,
         expiryJitter: Duration = .zero,
         failSafe: FailSafe? = nil,
         retry: RetryCount = .never,
@@ -102,7 +105,8 @@ extension KeyedMonoTask {
         )
         self.init(
             entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
-            staleWhileRevalidate: staleWhileRevalidate, expiryJitter: expiryJitter, failSafe: failSafe, retry: retry,
+            staleWhileRevalidate: staleWhileRevalidate, refreshAhead: refreshAhead, expiryJitter: expiryJitter,
+            failSafe: failSafe, retry: retry,
             clock: clock, expiry: expiry,
             failureExpiry: failureExpiry, tags: tags, costOf: cost,
             logger: logger, metricsLabel: metricsLabel, tracing: tracing, loader: .batch(batcher)

@@ -114,6 +114,11 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///   - staleWhileRevalidate: How long after expiry the old value is still served at once while
     ///     one background refresh runs. `.zero` (default): an expired value is never served.
     ///     Must not be negative.
+    ///   - refreshAhead: Refresh ahead: a hit on a fresh value past this point of its life (a
+    ///     ``RefreshAhead/fraction(_:)`` of its time to live, or an ``RefreshAhead/age(_:)``)
+    ///     returns it at once *and* starts one background reload of the key (counted as
+    ///     ``KeyedMonoTaskCounters/refreshesAhead``), so a key in use never expires under its
+    ///     callers. `nil` (default): none.
     ///   - expiryJitter: Spreads expiries: each stored value's time to live is shortened by a
     ///     random duration between zero and this (never below zero), so that keys loaded together
     ///     (a warm-up, a batch, a restart of many replicas) do not all expire, and reload, in the
@@ -166,6 +171,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         maximumCost: Int? = nil,
         resultExpireDuration: Duration? = .zero,
         staleWhileRevalidate: Duration = .zero,
+        refreshAhead: RefreshAhead? = nil,
         expiryJitter: Duration = .zero,
         failSafe: FailSafe? = nil,
         retry: RetryCount = .never,
@@ -181,7 +187,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ) {
         self.init(
             entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
-            staleWhileRevalidate: staleWhileRevalidate, expiryJitter: expiryJitter, failSafe: failSafe, retry: retry,
+            staleWhileRevalidate: staleWhileRevalidate, refreshAhead: refreshAhead, expiryJitter: expiryJitter,
+            failSafe: failSafe, retry: retry,
             clock: clock, expiry: expiry,
             failureExpiry: failureExpiry, tags: tags, costOf: cost,
             logger: logger, metricsLabel: metricsLabel, tracing: tracing, loader: .single(load)
@@ -199,6 +206,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         costBound maximumCost: Int?,
         resultExpireDuration: Duration?,
         staleWhileRevalidate: Duration,
+        refreshAhead: RefreshAhead?,
         expiryJitter: Duration,
         failSafe: FailSafe?,
         retry: RetryCount,
@@ -247,7 +255,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         let configuration = Machine.Configuration(
             maximumEntries: maximumEntries, timeToLive: resultExpireDuration,
             staleWhileRevalidate: staleWhileRevalidate, retry: keyRetry, maximumCost: maximumCost,
-            failSafe: failSafe, expiryJitter: expiryJitter
+            failSafe: failSafe, expiryJitter: expiryJitter, refreshAhead: refreshAhead
         )
         self.logger = logger
         let shardCount = Self.shardCount(maximumEntries: maximumEntries)
@@ -617,6 +625,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     /// of a miss's cost, Benchmarks/NOTES.md, issue 36). Only the traced paths are out of line.
     @inlinable
     func startLoad(_ start: Machine.StartLoad, in state: Int, byCaller: Bool = true) {
+        if start.refreshesAhead, let metrics { metrics.recordRefreshAhead() }
         if let batcher {
             perform(batcher.enqueue(.init(start: start, shard: state)), batcher: batcher)
             return

@@ -18,6 +18,9 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
     /// fail-safe's soft timeout (``FailSafe/softTimeout``); also counted where they arrived
     /// (``misses`` or ``merges``).
     public internal(set) var softTimeouts: Int = 0
+    /// Hits on a fresh value past its refresh point (``RefreshAhead``) that started its
+    /// background reload; also counted in ``hits`` and ``loads``.
+    public internal(set) var refreshesAhead: Int = 0
     /// Calls that found no usable value (or were forced) and started a load.
     public internal(set) var misses: Int = 0
     /// Calls that joined a load in flight, or the load requested to follow it, instead of
@@ -71,6 +74,7 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
         negativeHits += other.negativeHits
         failSafeHits += other.failSafeHits
         softTimeouts += other.softTimeouts
+        refreshesAhead += other.refreshesAhead
         misses += other.misses
         merges += other.merges
         loads += other.loads
@@ -88,7 +92,7 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
 
     /// A one-line summary, for logs.
     public var description: String {
-        "hits=\(hits) staleHits=\(staleHits) negativeHits=\(negativeHits) failSafeHits=\(failSafeHits) softTimeouts=\(softTimeouts) misses=\(misses) merges=\(merges) loads=\(loads) "
+        "hits=\(hits) staleHits=\(staleHits) negativeHits=\(negativeHits) failSafeHits=\(failSafeHits) softTimeouts=\(softTimeouts) refreshesAhead=\(refreshesAhead) misses=\(misses) merges=\(merges) loads=\(loads) "
             + "retries=\(retries) failures=\(failures) evictions=\(evictions) "
             + "invalidations=\(invalidations) callerCancellations=\(callerCancellations) "
             + "batches=\(batches) batchedKeys=\(batchedKeys)"

@@ -46,13 +46,16 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         /// The most a stored value's time to live is shortened at random, in nanoseconds (0:
         /// never), so that values stored together do not expire together.
         @usableFromInline var expiryJitter: Int64
+        /// When a hit starts a refresh of a fresh value (``RefreshAhead``); `nil` for never.
+        @usableFromInline var refreshAhead: RefreshAhead?
 
         @usableFromInline
         init(
             maximumEntries: Int, timeToLive: Duration?, staleWhileRevalidate: Duration, retry: RetryCount,
             maximumCost: Int? = nil, jitter: RetryJitter = .system, failSafe: FailSafe? = nil,
-            expiryJitter: Duration = .zero
+            expiryJitter: Duration = .zero, refreshAhead: RefreshAhead? = nil
         ) {
+            self.refreshAhead = refreshAhead
             self.maximumEntries = maximumEntries
             if let timeToLive {
                 self.timeToLive = KeyedMonoTaskStateMachine.nanoseconds(timeToLive)
@@ -71,6 +74,23 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
                     KeyedMonoTaskStateMachine.nanoseconds($0.maximumStaleness),
                     KeyedMonoTaskStateMachine.nanoseconds($0.throttle), $0.softTimeout != nil
                 )
+            }
+        }
+
+        /// How far into a `lifetime` (nanoseconds) a value is due for a refresh ahead; `nil` for
+        /// never (no ``RefreshAhead``, or the value expires first).
+        @usableFromInline
+        func refreshDue(within lifetime: Int64) -> Int64? {
+            switch refreshAhead?.point {
+            case nil:
+                return nil
+            case .fraction(let fraction)?:
+                guard lifetime < Self.forever else { return nil }
+                let due = Int64(Double(lifetime) * fraction)
+                return due < lifetime ? due : nil
+            case .age(let age)?:
+                let due = KeyedMonoTaskStateMachine.nanoseconds(age)
+                return due < lifetime ? due : nil
             }
         }
 
@@ -130,6 +150,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         /// Another load of the key may be in flight: the shard holds loads that `invalidate`
         /// detached. Only then can a batch hold two loads of one key.
         @usableFromInline var keyMayRepeat: Bool
+        /// A hit on a value past its refresh point began it (``RefreshAhead``), for the metrics.
+        @usableFromInline var refreshesAhead = false
 
         @usableFromInline
         init(key: Key, generation: Generation, keyMayRepeat: Bool = false) {
@@ -158,6 +180,9 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
 
     @usableFromInline
     enum Freshness {
+        /// Fresh, past its refresh point (``RefreshAhead``): served, and reloaded in the
+        /// background.
+        case due
         case fresh, stale, unusable
     }
 
@@ -217,6 +242,10 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// The tags of the keys whose cached value has some (the cache's `tags` gave them), for
     /// `invalidate(tag:)`. A key leaves with its value; empty without tags.
     @usableFromInline var tagged: [Key: Set<String>] = [:]
+    /// With refresh ahead, the expiry (nanoseconds) of each value whose node holds its refresh
+    /// point in `expiresAt` instead: a hit reads this only once the refresh point has passed.
+    /// A key leaves when its value is replaced without a refresh point, or removed.
+    @usableFromInline var expiries: [Key: Int64] = [:]
     /// The loads in flight, by slot (`nil`: a free slot). A load's generation holds its slot in
     /// its low 32 bits and a sequence number (1 to 2^31 - 1) above them, so that it is never 0:
     /// finding a load costs an index, not a hash. Written only by the machine's own methods.
@@ -281,13 +310,49 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         return .unusable
     }
 
+    /// How usable the value of the node in `bucket` is at `now`: with refresh ahead, the node
+    /// holds its refresh point, after which ``expiries`` tells whether it is due or expired.
+    @inlinable @inline(__always)
+    func freshness(ofBucket bucket: Int, now: Int64) -> Freshness {
+        let point = table.buckets[bucket]!.expiresAt
+        if now &- point < 0 { return .fresh }
+        if !expiries.isEmpty, let expiresAt = expiries[table.buckets[bucket]!.key] {
+            return now &- expiresAt < 0 ? .due : freshness(expiresAt: expiresAt, now: now)
+        }
+        return freshness(expiresAt: point, now: now)
+    }
+
+    /// When the value of the node in `bucket` stops being fresh (with refresh ahead, its node
+    /// may hold its refresh point instead).
+    @inlinable
+    func expiry(ofBucket bucket: Int) -> Int64 {
+        guard !expiries.isEmpty, let expiresAt = expiries[table.buckets[bucket]!.key] else {
+            return table.buckets[bucket]!.expiresAt
+        }
+        return expiresAt
+    }
+
+    /// The node in `bucket` holds `key`'s new value, which lives `lifetime` (before the jitter)
+    /// from `now`; with refresh ahead, the node holds its refresh point and ``expiries`` its expiry.
+    @inlinable
+    mutating func setLifetime(_ lifetime: Int64, bucket: Int, key: Key, now: Int64) {
+        let lifetime = configuration.expiryJitter > 0 ? jittered(lifetime) : lifetime
+        if configuration.refreshAhead != nil, let due = configuration.refreshDue(within: lifetime) {
+            table.buckets[bucket]!.expiresAt = now &+ due
+            expiries[key] = now &+ lifetime
+        } else {
+            table.buckets[bucket]!.expiresAt = now &+ lifetime
+            if !expiries.isEmpty { expiries[key] = nil }
+        }
+    }
+
     /// The value a caller would get without waiting (fresh, or stale within the window). Changes
     /// nothing: no recency, no counters, no refresh.
     @usableFromInline
     func cachedValue(for key: Key, now: Int64) -> Value? {
-        guard let slot = table.find(key), let value = table[slot].value else { return nil }
-        switch freshness(expiresAt: table[slot].expiresAt, now: now) {
-        case .fresh, .stale: return value
+        guard let bucket = table.findBucket(key), let value = table.buckets[bucket]!.value else { return nil }
+        switch freshness(ofBucket: bucket, now: now) {
+        case .fresh, .due, .stale: return value
         case .unusable: return nil
         }
     }
@@ -370,13 +435,14 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @inlinable
     mutating func reload(slot: Int32, key: Key, waiter: WaiterEntry, forced: Bool, now: Int64) -> RequestAction {
         var released = Released()
-        let node = table[slot]
-        if let value = node.value, freshness(expiresAt: node.expiresAt, now: now) == .unusable,
-            configuration.failSafe == nil || !keepsForFailSafe(key, expiredAt: node.expiresAt, now: now)
+        let bucket = Int(table.bucketOf[Int(slot)])
+        if let value = table.buckets[bucket]!.value, freshness(ofBucket: bucket, now: now) == .unusable,
+            configuration.failSafe == nil || !keepsForFailSafe(key, expiredAt: expiry(ofBucket: bucket), now: now)
         {
             released.values.append(value)
             table[slot].value = nil
             table.setCost(slot, 0)
+            if !expiries.isEmpty { expiries[key] = nil }
         }
         let generation = beginLoad(key: key, hash: table.hash(of: slot), waiters: [waiter])
         table.beginLoad(slot, generation: generation)
@@ -394,7 +460,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     mutating func softTimeoutEnded(key: Key, id: WaiterID, now: Int64) -> (waiter: Waiter, value: Value)? {
         guard let bucket = table.findBucket(key), let value = table.buckets[bucket]!.value,
             case let running = table.load(of: table.buckets[bucket]!.slot), running != 0,
-            keepsForFailSafe(key, expiredAt: table.buckets[bucket]!.expiresAt, now: now),
+            keepsForFailSafe(key, expiredAt: expiry(ofBucket: bucket), now: now),
             let waiter = loadSlots[Self.slot(running)]!.flight.remove(id)
         else { return nil }
         counters.softTimeouts += 1
@@ -470,8 +536,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             let bucket = table.findBucket(load.key, hash: load.hash)!
             let slot = table.buckets[bucket]!.slot
             assert(table.load(of: slot) == finished, "an attached load names its entry")
-            if case .success(let value) = result, var lifetime = configuration.lifetime(expiresIn: expiresIn) {
-                if configuration.expiryJitter > 0 { lifetime = jittered(lifetime) }
+            if case .success(let value) = result, let lifetime = configuration.lifetime(expiresIn: expiresIn) {
                 if let old = table.buckets[bucket]!.value.take() { released.values.append(old) }
                 if let maximumCost = configuration.maximumCost, cost > maximumCost {
                     // Too costly to keep at all: delivered, not cached (nor the older value).
@@ -479,7 +544,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
                     if !tagged.isEmpty { tagged[load.key] = nil }
                 } else {
                     table.buckets[bucket]!.value = value
-                    table.buckets[bucket]!.expiresAt = now &+ lifetime
+                    setLifetime(lifetime, bucket: bucket, key: load.key, now: now)
                     table.setCost(slot, cost)
                     if tags != nil || !tagged.isEmpty { tag(load.key, tags) }
                 }
@@ -488,8 +553,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
                 let generation = beginLoad(key: load.key, hash: load.hash, waiters: followUp)
                 table.replaceLoad(slot, with: generation)
                 next = startLoad(key: load.key, generation: generation)
-            } else if table.buckets[bucket]!.value != nil,
-                freshness(expiresAt: table.buckets[bucket]!.expiresAt, now: now) != .unusable
+            } else if table.buckets[bucket]!.value != nil, freshness(ofBucket: bucket, now: now) != .unusable
             {
                 table.endLoad(slot)
                 // Restore the bounds, never evicting this result.
@@ -526,8 +590,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         _ value: Value, for key: Key, cost: Int, expiresIn: Int64?, tags: Set<String>?, now: Int64, overLoadInFlight: Bool
     ) -> Released {
         var released = Released()
-        guard var lifetime = configuration.lifetime(expiresIn: expiresIn) else { return released }
-        if configuration.expiryJitter > 0 { lifetime = jittered(lifetime) }
+        guard let lifetime = configuration.lifetime(expiresIn: expiresIn) else { return released }
         if let maximumCost = configuration.maximumCost, cost > maximumCost { return released }
         let hash = UInt32(truncatingIfNeeded: key.hashValue)
         let slot: Int32
@@ -548,7 +611,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             slot = table.insertLoading(key, hash: hash, generation: UInt64.max)
         }
         table[slot].value = value
-        table[slot].expiresAt = now &+ lifetime
+        setLifetime(lifetime, bucket: Int(table.bucketOf[Int(slot)]), key: key, now: now)
         table.setCost(slot, cost)
         if !loading { table.endLoad(slot) }
         if !failures.isEmpty { failures[key] = nil }
@@ -594,6 +657,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     mutating func forgetEntry(_ key: Key) {
         if !failSafeSince.isEmpty { failSafeSince[key] = nil }
         if !tagged.isEmpty { tagged[key] = nil }
+        if !expiries.isEmpty { expiries[key] = nil }
     }
 
     /// Every key with an entry or a kept failure (for ``KeyedMonoTask/invalidate(where:)``,
@@ -710,11 +774,15 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @inlinable @inline(__always)
     mutating func cacheHit(bucket: Int, now: Int64) -> (value: Value, refresh: StartLoad?)? {
         guard let value = table.buckets[bucket]!.value else { return nil }
-        switch freshness(expiresAt: table.buckets[bucket]!.expiresAt, now: now) {
+        switch freshness(ofBucket: bucket, now: now) {
         case .fresh:
             counters.recordHit()
             table.markRead(bucket: bucket)
             return (value, nil)
+        case .due:
+            counters.recordHit()
+            table.markRead(bucket: bucket)
+            return (value, refreshAhead(table.buckets[bucket]!.slot))
         case .stale:
             return (value, staleHit(table.buckets[bucket]!.slot))
         case .unusable:
@@ -731,6 +799,20 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         let generation = beginLoad(key: key, hash: table.hash(of: slot), waiters: [])
         table.beginLoad(slot, generation: generation)
         return startLoad(key: key, generation: generation)
+    }
+
+    /// A value due for a refresh is served: start the one background refresh unless a load is in
+    /// flight.
+    @usableFromInline
+    mutating func refreshAhead(_ slot: Int32) -> StartLoad? {
+        guard table.load(of: slot) == 0 else { return nil }
+        counters.refreshesAhead += 1  // (not inlinable: the setter is internal)
+        let key = table[slot].key
+        let generation = beginLoad(key: key, hash: table.hash(of: slot), waiters: [])
+        table.beginLoad(slot, generation: generation)
+        var start = startLoad(key: key, generation: generation)
+        start.refreshesAhead = true
+        return start
     }
 
     /// The order to start load `generation` of `key`.
@@ -787,10 +869,11 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         guard let failSafe = configuration.failSafe, !(error is CancellationError),
             let bucket = table.findBucket(key, hash: hash), let value = table.buckets[bucket]!.value
         else { return nil }
-        let expiresAt = table.buckets[bucket]!.expiresAt
+        let expiresAt = expiry(ofBucket: bucket)
         guard now &- expiresAt >= 0, keepsForFailSafe(key, expiredAt: expiresAt, now: now) else { return nil }
         if failSafeSince[key] == nil { failSafeSince[key] = expiresAt }
         table.buckets[bucket]!.expiresAt = now &+ failSafe.throttle
+        if !expiries.isEmpty { expiries[key] = nil }
         counters.failSafeHits += callers
         return value
     }

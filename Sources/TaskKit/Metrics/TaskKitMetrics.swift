@@ -23,6 +23,9 @@ final class MonoTaskMetrics: Sendable {
     /// value because its reload took longer than the fail-safe's soft timeout (also counted as
     /// `merged` or `loaded`).
     let softTimeouts: Counter
+    /// `taskkit_monotask_refreshes_ahead`: background reloads a hit on a value past its refresh
+    /// point started (``RefreshAhead``).
+    let refreshesAhead: Counter
     /// `taskkit_monotask_load_duration`: one load, from its start to its final outcome.
     let loadDuration: CoreMetrics.Timer
     /// `taskkit_monotask_failures`: loads whose final outcome is a failure.
@@ -43,6 +46,7 @@ final class MonoTaskMetrics: Sendable {
         negativeHits = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "negative_hit")])
         failSafeHits = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "fail_safe")])
         softTimeouts = Counter(label: "taskkit_monotask_requests", dimensions: [name, ("outcome", "soft_timeout")])
+        refreshesAhead = Counter(label: "taskkit_monotask_refreshes_ahead", dimensions: [name])
         loadDuration = CoreMetrics.Timer(label: "taskkit_monotask_load_duration", dimensions: [name])
         failures = Counter(label: "taskkit_monotask_failures", dimensions: [name])
         evictions = keyed ? Counter(label: "taskkit_keyed_evictions", dimensions: [name]) : nil
@@ -73,6 +77,12 @@ final class MonoTaskMetrics: Sendable {
     /// Counts a caller answered with an expired value at its soft timeout.
     func recordSoftTimeout() {
         softTimeouts.increment()
+    }
+
+    /// Counts a background reload started by a hit past its refresh point.
+    @usableFromInline
+    func recordRefreshAhead() {
+        refreshesAhead.increment()
     }
 
     /// Counts `count` requests answered from the cache (``KeyedMonoTask/values(for:)``).

@@ -86,10 +86,11 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///   - resultExpireDuration: How long a success stays cached, counted from its completion.
     ///     `.zero` (default) caches nothing: concurrent callers still share a load; `nil` caches
     ///     until cleared. Must not be negative.
-    ///   - refreshAfter: Refresh ahead: once a cached value is this old (but still within
-    ///     `resultExpireDuration`), a call returns it at once *and* starts one background
-    ///     refresh. `nil` (default) disables it. Must not be negative and must be smaller than
-    ///     `resultExpireDuration`.
+    ///   - refreshAhead: Refresh ahead: once a cached value is past this point of its life (a
+    ///     ``RefreshAhead/fraction(_:)`` of its time to live, or an ``RefreshAhead/age(_:)``), a
+    ///     call returns it at once *and* starts one background refresh (counted as
+    ///     ``MonoTaskCounters/refreshesAhead``). `nil` (default) disables it. An age must be
+    ///     smaller than a non-zero `resultExpireDuration`.
     ///   - expiryJitter: Spreads expiries: each stored value's time to live is shortened by a random
     ///     duration between zero and this (never below zero), so that values loaded together do
     ///     not all expire, and reload, at the same instant. Must not be negative. `.zero`
@@ -129,7 +130,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     public convenience init(
         retry: RetryCount = .never,
         resultExpireDuration: Duration? = .zero,
-        refreshAfter: Duration? = nil,
+        refreshAhead: RefreshAhead? = nil,
         expiryJitter: Duration = .zero,
         failSafe: FailSafe? = nil,
         taskQueue: DispatchQueue = .global(),
@@ -143,7 +144,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         task: @escaping CallbackExecution
     ) {
         self.init(
-            retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter, expiryJitter: expiryJitter, failSafe: failSafe,
+            retry: retry, resultExpireDuration: resultExpireDuration, refreshAhead: refreshAhead, expiryJitter: expiryJitter, failSafe: failSafe,
             callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel,
             tracing: tracing, expiry: expiry, failureExpiry: failureExpiry, body: .callback(task, taskQueue)
         )
@@ -155,8 +156,8 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     ///   - retry: How failed attempts are retried. Default: no retry.
     ///   - resultExpireDuration: How long a success stays cached; `.zero` (default) caches
     ///     nothing, `nil` caches until cleared.
-    ///   - refreshAfter: The refresh-ahead age, or `nil` (default) for none. Must not be negative
-    ///     and must be smaller than `resultExpireDuration`.
+    ///   - refreshAhead: When a hit starts a background refresh (``RefreshAhead``), or `nil`
+    ///     (default) for never. See the callback initialiser.
     ///   - expiryJitter: The most each stored value's time to live is shortened at random;
     ///     `.zero` (default): none. See the callback initialiser.
     ///   - failSafe: An expired value answers for a failed reload (``FailSafe``); `nil` (default):
@@ -178,7 +179,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     public convenience init(
         retry: RetryCount = .never,
         resultExpireDuration: Duration? = .zero,
-        refreshAfter: Duration? = nil,
+        refreshAhead: RefreshAhead? = nil,
         expiryJitter: Duration = .zero,
         failSafe: FailSafe? = nil,
         callbackQueue: DispatchQueue = .global(),
@@ -191,7 +192,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         task: @escaping AsyncExecution
     ) {
         self.init(
-            retry: retry, resultExpireDuration: resultExpireDuration, refreshAfter: refreshAfter, expiryJitter: expiryJitter, failSafe: failSafe,
+            retry: retry, resultExpireDuration: resultExpireDuration, refreshAhead: refreshAhead, expiryJitter: expiryJitter, failSafe: failSafe,
             callbackQueue: callbackQueue, clock: clock, logger: logger, metricsLabel: metricsLabel,
             tracing: tracing, expiry: expiry, failureExpiry: failureExpiry, body: .async(task)
         )
@@ -200,18 +201,18 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     /// The initialiser every other one forwards to (the public ones here, the compatibility
     /// spellings in `Compatibility.swift`), with the task block as a `Body`.
     init(
-        retry: RetryCount, resultExpireDuration: Duration?, refreshAfter: Duration?, expiryJitter: Duration = .zero,
+        retry: RetryCount, resultExpireDuration: Duration?, refreshAhead: RefreshAhead?, expiryJitter: Duration = .zero,
         failSafe: FailSafe? = nil,
         callbackQueue: DispatchQueue, clock: some Clock<Duration>, logger: Logger, metricsLabel: String?,
         tracing: TaskTracing, expiry: (@Sendable (TaskResult) -> Duration?)? = nil,
         failureExpiry: (@Sendable (any Error) -> Duration?)? = nil, body: Body
     ) {
         self.state = LockedState(
-            State(machine: Machine(configuration: Self.configuration(retry, resultExpireDuration, refreshAfter, expiryJitter, failSafe)))
+            State(machine: Machine(configuration: Self.configuration(retry, resultExpireDuration, refreshAhead, expiryJitter, failSafe)))
         )
         self.time = ClockTimeSource(clock)
         self.hitsReadTheClock =
-            (resultExpireDuration != nil && resultExpireDuration != .zero) || refreshAfter != nil || expiry != nil
+            (resultExpireDuration != nil && resultExpireDuration != .zero) || refreshAhead != nil || expiry != nil
             || failureExpiry != nil
         self.body = body
         self.expiry = expiry
@@ -224,7 +225,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     }
 
     private static func configuration(
-        _ retry: RetryCount, _ resultExpireDuration: Duration?, _ refreshAfter: Duration?, _ expiryJitter: Duration,
+        _ retry: RetryCount, _ resultExpireDuration: Duration?, _ refreshAhead: RefreshAhead?, _ expiryJitter: Duration,
         _ failSafe: FailSafe?
     ) -> Machine.Configuration {
         precondition(expiryJitter >= .zero, "MonoTask: expiryJitter must be >= .zero, got \(expiryJitter)")
@@ -234,15 +235,15 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
                 "MonoTask: resultExpireDuration must be >= .zero (or nil), got \(resultExpireDuration)"
             )
         }
-        if let refreshAfter {
+        if case .age(let age)? = refreshAhead?.point, let resultExpireDuration, resultExpireDuration > .zero {
             precondition(
-                refreshAfter >= .zero && resultExpireDuration.map { refreshAfter < $0 } ?? true,
-                "MonoTask: refreshAfter must be >= .zero and < resultExpireDuration (\(resultExpireDuration.map { "\($0)" } ?? "nil")), got \(refreshAfter)"
+                age < resultExpireDuration,
+                "MonoTask: refreshAhead's age must be < resultExpireDuration (\(resultExpireDuration)), got \(age)"
             )
         }
         _ = retry.maximumRetries  // rejects a negative count with its own message
         return Machine.Configuration(
-            timeToLive: resultExpireDuration, refreshAfter: refreshAfter, retry: retry, failSafe: failSafe,
+            timeToLive: resultExpireDuration, refreshAhead: refreshAhead, retry: retry, failSafe: failSafe,
             expiryJitter: expiryJitter
         )
     }
@@ -286,7 +287,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
             if let completionHandler {
                 callbackQueue.async { completionHandler(.success(value)) }
             }
-            if let startRun { self.startRun(startRun) }
+            if let startRun { startRefreshAhead(startRun) }
         case .deliverFailure(let error):
             if let completionHandler {
                 callbackQueue.async { completionHandler(.failure(error)) }
@@ -321,7 +322,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
         switch fast {
         case .hit(let value, let startRun):
             metrics?.recordHit()
-            if let startRun { self.startRun(startRun) }
+            if let startRun { startRefreshAhead(startRun) }
             return .success(value)
         case .miss(let id):
             return await wait(id: id, forceUpdate: forceUpdate)
@@ -361,7 +362,7 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
                 switch action {
                 case .deliverCached(let value, let startRun):
                     continuation.resume(returning: .success(value))
-                    if let startRun { self.startRun(startRun) }
+                    if let startRun { self.startRefreshAhead(startRun) }
                 case .deliverFailure(let error):
                     continuation.resume(returning: .failure(error))
                 case .enqueued(let startRun, let softTimeout):
@@ -437,6 +438,14 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
     }
 
     // MARK: Running
+
+    /// Starts the background load `generation` a hit on a value past its refresh point began
+    /// (the only loads a hit starts), counting it.
+    @usableFromInline
+    func startRefreshAhead(_ generation: UInt64) {
+        metrics?.recordRefreshAhead()
+        startRun(generation)
+    }
 
     /// Starts the `Task` of load `generation`. It holds `self` strongly until the load ends.
     ///

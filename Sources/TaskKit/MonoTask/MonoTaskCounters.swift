@@ -15,6 +15,9 @@ public struct MonoTaskCounters: Sendable, Hashable, CustomStringConvertible {
     /// Callers answered with an expired value because its reload took longer than the
     /// fail-safe's soft timeout (``FailSafe/softTimeout``); also counted where they arrived.
     public internal(set) var softTimeouts: Int = 0
+    /// Hits that started a background reload of a value due for a refresh (``RefreshAhead``);
+    /// also counted in ``hits`` and ``loads``.
+    public internal(set) var refreshesAhead: Int = 0
     /// Calls that joined a load that existed already (or a requested follow-up load) instead of
     /// starting one. Fire-and-forget calls (`justExecute`) are not counted.
     public internal(set) var merges: Int = 0
@@ -34,12 +37,15 @@ public struct MonoTaskCounters: Sendable, Hashable, CustomStringConvertible {
     @usableFromInline
     mutating func recordMerge() { merges += 1 }
 
+    @usableFromInline
+    mutating func recordRefreshAhead() { refreshesAhead += 1 }
+
     /// An all-zero snapshot: the library makes the counters, a caller reads them.
     @usableFromInline init() {}
 
     /// A one-line summary, for logs.
     public var description: String {
-        "hits=\(hits) negativeHits=\(negativeHits) failSafeHits=\(failSafeHits) softTimeouts=\(softTimeouts) merges=\(merges) loads=\(loads) "
+        "hits=\(hits) negativeHits=\(negativeHits) failSafeHits=\(failSafeHits) softTimeouts=\(softTimeouts) refreshesAhead=\(refreshesAhead) merges=\(merges) loads=\(loads) "
             + "retries=\(retries) cancellations=\(cancellations) callerCancellations=\(callerCancellations)"
     }
 }

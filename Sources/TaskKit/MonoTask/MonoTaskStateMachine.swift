@@ -28,8 +28,8 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     struct Configuration {
         /// How long a success stays cached after completion; `nil` means until cleared.
         @usableFromInline var timeToLive: Duration?
-        /// After this age a cached value is still returned but a background refresh starts.
-        @usableFromInline var refreshAfter: Duration?
+        /// When a hit on a cached value starts a background refresh (``RefreshAhead``).
+        @usableFromInline var refreshAhead: RefreshAhead?
         /// The retry policy of each load.
         @usableFromInline var retry: RetryCount
         /// The randomness of the retry delays' jitter.
@@ -41,11 +41,11 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
 
         @usableFromInline
         init(
-            timeToLive: Duration?, refreshAfter: Duration?, retry: RetryCount, jitter: RetryJitter = .system,
+            timeToLive: Duration?, refreshAhead: RefreshAhead?, retry: RetryCount, jitter: RetryJitter = .system,
             failSafe: FailSafe? = nil, expiryJitter: Duration = .zero
         ) {
             self.timeToLive = timeToLive
-            self.refreshAfter = refreshAfter
+            self.refreshAhead = refreshAhead
             self.retry = retry
             self.jitter = jitter
             self.failSafe = failSafe
@@ -78,8 +78,10 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     @usableFromInline
     struct Cached {
         @usableFromInline var value: Value
-        @usableFromInline var storedAt: Duration
-        /// When it stops being fresh: `storedAt` plus its time to live (the configured one, or
+        /// When a hit starts a refresh ahead; `nil` for never (no ``RefreshAhead``, or the value
+        /// expires first).
+        @usableFromInline var refreshAt: Duration?
+        /// When it stops being fresh: when it was stored plus its time to live (the configured one, or
         /// the value's own from `expiry`); `nil` when it never does.
         @usableFromInline var expiresAt: Duration?
         /// While the value answers for failed reloads (``FailSafe``): when it first expired, from
@@ -177,8 +179,8 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
     /// throttle decides when the loader is called again).
     @inlinable
     func isRefreshDue(_ cached: Cached, now: Duration) -> Bool {
-        guard let refreshAfter = configuration.refreshAfter else { return false }
-        return now - cached.storedAt >= refreshAfter && cached.failSafeSince == nil
+        guard let refreshAt = cached.refreshAt else { return false }
+        return now >= refreshAt && cached.failSafeSince == nil
     }
 
     // MARK: Callers
@@ -310,7 +312,13 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
                 let cut = Int64.random(in: 0...configuration.expiryJitter.keyedMonoTaskNanoseconds, using: &randomness)
                 lifetime = max(kept - .nanoseconds(cut), .zero)
             }
-            cached = lifetime == .zero ? nil : Cached(value: value, storedAt: now, expiresAt: lifetime.map { now + $0 })
+            cached =
+                lifetime == .zero
+                ? nil
+                : Cached(
+                    value: value, refreshAt: configuration.refreshAhead?.due(within: lifetime).map { now + $0 },
+                    expiresAt: lifetime.map { now + $0 }
+                )
         }
         let waiters = Self.waiters(of: current.flight.waiters)
         var next: Generation?
@@ -417,6 +425,7 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         counters.recordHit()
         var startRun: Generation?
         if execution == nil, isRefreshDue(cached, now: now) {
+            counters.recordRefreshAhead()
             startRun = beginBackgroundRun()
         }
         return (cached.value, startRun)

@@ -5,19 +5,27 @@ import Foundation
 import FoundationNetworking
 #endif
 import TaskKit
-import TaskKitTesting
 
 // What the samples of UsingKeyedMonoTask.md use but do not declare.
+fileprivate struct Product: Sendable {
+    var id: Int
+}
+
+fileprivate struct Catalog: Sendable {
+    func product(_ id: Int) async throws -> Product { Product(id: id) }
+}
+
+fileprivate let catalog = Catalog()
 
 // The sample's statements: compiled, never run.
 private func statements() async throws {
-    let clock = ManualClock()
-    _ = clock
-    let cache = KeyedMonoTask<Int, String>(
-        maximumEntries: 100, resultExpireDuration: .seconds(10), clock: clock
-    ) { id in "user \(id)" }
-    _ = cache
-    _ = try await cache.value(for: 1)      // loads
-    clock.advance(by: .seconds(10))
-    // cache.cachedValue(for: 1) is now nil; the next value(for: 1) loads again
+    let products = KeyedMonoTask<Int, Product>(
+        maximumEntries: 100_000,
+        resultExpireDuration: .seconds(300),
+        refreshAhead: .fraction(0.8),     // from 4 minutes on, a hit reloads in the background
+        expiryJitter: .seconds(30)        // and 10,000 keys loaded together do not reload together
+    ) { id in
+        try await catalog.product(id)
+    }
+    _ = products
 }

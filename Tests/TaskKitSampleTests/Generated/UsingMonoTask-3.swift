@@ -9,7 +9,7 @@ import TaskKit
 fileprivate let clock = ContinuousClock()          // tests inject TaskKitTesting's ManualClock
 fileprivate let settings = MonoTask<[String: String]>(
     resultExpireDuration: nil,         // cached until cleared
-    refreshAfter: .seconds(600),       // after 10 min: serve the value, refresh in the background
+    refreshAhead: .age(.seconds(600)), // after 10 min: serve the value, refresh in the background
     clock: clock
 ) {
     .success(["theme": "dark"])

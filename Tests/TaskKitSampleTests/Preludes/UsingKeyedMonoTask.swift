@@ -4,7 +4,7 @@ import TaskKit
 func fetchToken(for service: String) async throws -> AccessToken {
     AccessToken(value: "token for \(service)", expiresIn: .seconds(3600))
 }
-// MARK: samples 3
+// MARK: samples 3, 6
 struct Product: Sendable {
     var id: Int
 }

@@ -247,6 +247,50 @@ struct CachePolicyTests {
         await eventually("the reload stored its value") { config.currentResult == "v2" }
     }
 
+    // MARK: Refresh ahead
+
+    @Test func keyedMonoTaskRefreshesAKeyInUseBeforeItExpiresAndCallersNeverWait() async throws {
+        let clock = ManualClock()
+        let loads = Mutex(0)
+        let cache = KeyedMonoTask<String, Int>(
+            maximumEntries: 100, resultExpireDuration: .seconds(100), refreshAhead: .fraction(0.8), clock: clock
+        ) { _ in
+            loads.withLock { $0 += 1; return $0 }
+        }
+        #expect(try await cache.value(for: "k") == 1)
+        _ = try await cache.value(for: "idle")
+        clock.advance(by: .seconds(79))
+        #expect(try await cache.value(for: "k") == 1)
+        #expect(cache.counters.refreshesAhead == 0)
+        clock.advance(by: .seconds(1))
+        #expect(try await cache.value(for: "k") == 1)  // due: served at once, reloaded behind
+        await eventually { cache.cachedValue(for: "k") == 3 }
+        #expect(cache.counters.refreshesAhead == 1)
+        clock.advance(by: .seconds(20))  // 100 s: "idle" (never hit when due) expires; "k" does not
+        #expect(cache.cachedValue(for: "idle") == nil)
+        #expect(try await cache.value(for: "k") == 3)
+        #expect(cache.counters.loads == 3)
+    }
+
+    @Test func keyedMonoTaskWithABatchLoaderBatchesItsRefreshesAhead() async throws {
+        let clock = ManualClock()
+        let batches = Mutex<[[Int]]>([])
+        let cache = KeyedMonoTask<Int, Int>(
+            maximumEntries: 100, resultExpireDuration: .seconds(10), refreshAhead: .age(.seconds(5)),
+            maximumBatchSize: 10, clock: clock
+        ) { keys in
+            let round = batches.withLock { $0.append(keys.sorted()); return $0.count }
+            return Dictionary(uniqueKeysWithValues: keys.map { ($0, round) })
+        }
+        _ = await cache.values(for: [1, 2, 3])
+        clock.advance(by: .seconds(6))
+        let served = await cache.values(for: [1, 2, 3])
+        #expect(try served.mapValues { try $0.get() } == [1: 1, 2: 1, 3: 1])
+        await eventually { cache.cachedValue(for: 3) == 2 }
+        #expect(batches.withLock { $0 } == [[1, 2, 3], [1, 2, 3]])
+        #expect(cache.counters.refreshesAhead == 3)
+    }
+
     // MARK: Priming and bulk invalidation
 
     @Test func keyedMonoTaskServesAPutValueAndALoadInFlightDoesNotOverwriteIt() async throws {

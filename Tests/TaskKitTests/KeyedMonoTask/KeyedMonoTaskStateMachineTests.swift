@@ -594,6 +594,74 @@ import TaskKitTestSupport
         #expect(machine.cachedValue(for: 1, now: .seconds(15)) == nil)
     }
 
+    static func refreshingMachine(_ refreshAhead: RefreshAhead, max: Int = 10, failSafe: FailSafe? = nil) -> Machine {
+        Machine(
+            configuration: .init(
+                maximumEntries: max, timeToLive: .seconds(10), staleWhileRevalidate: .zero, retry: .never,
+                failSafe: failSafe, refreshAhead: refreshAhead
+            )
+        )
+    }
+
+    @Test func aHitPastTheRefreshPointServesTheValueAndStartsOneRefreshThatAFailureDoesNotTurnIntoAFailSafe() {
+        var machine = Self.refreshingMachine(.fraction(0.5), failSafe: FailSafe(maximumStaleness: .seconds(60)))
+        let first = Self.started(Self.ask(&machine, 1, "a"))!
+        _ = machine.attemptFinished(generation: first.generation, result: .success("v1"), now: .zero)
+        #expect(Self.ask(&machine, 1, "b", at: .seconds(4)).isCached("v1", refreshing: false))
+        guard case .deliverCached("v1", let refresh?) = Self.ask(&machine, 1, "c", at: .seconds(5)) else {
+            Issue.record("no refresh at the refresh point"); return
+        }
+        #expect(Self.ask(&machine, 1, "d", at: .seconds(6)).isCached("v1", refreshing: false))  // one at a time
+        #expect(machine.counters.hits == 3 && machine.counters.refreshesAhead == 1 && machine.counters.staleHits == 0)
+        // The refresh fails before the value expires: the value stays, to expire at its time; no
+        // fail-safe (nothing has expired), no kept failure.
+        guard case .finish(let waiters, .failure, nil, _) = machine.attemptFinished(
+            generation: refresh.generation, result: .failure(TestFailure()), now: .seconds(7)
+        ) else { Issue.record("no finish"); return }
+        #expect(waiters.isEmpty && machine.counters.failSafeHits == 0)
+        #expect(machine.cachedValue(for: 1, now: .milliseconds(9_999)) == "v1")
+        #expect(machine.cachedValue(for: 1, now: .seconds(10)) == nil)
+        // The next hit in the window tries again; its success moves both points.
+        guard case .deliverCached("v1", let again?) = Self.ask(&machine, 1, "e", at: .seconds(8)) else {
+            Issue.record("no second refresh"); return
+        }
+        _ = machine.attemptFinished(generation: again.generation, result: .success("v2"), now: .seconds(9))
+        #expect(Self.ask(&machine, 1, "f", at: .seconds(13)).isCached("v2", refreshing: false))
+        #expect(Self.ask(&machine, 1, "g", at: .seconds(14)).isCached("v2", refreshing: true))
+        #expect(machine.cachedValue(for: 1, now: .seconds(18)) == "v2" && machine.cachedValue(for: 1, now: .seconds(19)) == nil)
+    }
+
+    @Test func aRefreshAheadEndsWithItsEntryWhenInvalidatedReplacedOrEvicted() {
+        var machine = Self.refreshingMachine(.age(.seconds(8)), max: 2)
+        for key in 1...2 {
+            let load = Self.started(Self.ask(&machine, key, "a"))!
+            _ = machine.attemptFinished(generation: load.generation, result: .success("v\(key)"), now: .zero)
+        }
+        #expect(machine.expiries.count == 2)
+        // Invalidated while its refresh runs: the refresh's result is delivered, not stored.
+        guard case .deliverCached("v1", let refresh?) = Self.ask(&machine, 1, "b", at: .seconds(8)) else {
+            Issue.record("no refresh"); return
+        }
+        _ = machine.invalidate(1)
+        #expect(machine.expiries[1] == nil)
+        _ = machine.attemptFinished(generation: refresh.generation, result: .success("late"), now: .seconds(8))
+        #expect(machine.cachedValue(for: 1, now: .seconds(8)) == nil)
+        // Replaced by a put while its refresh runs: the put's value and points win.
+        guard case .deliverCached("v2", let second?) = Self.ask(&machine, 2, "c", at: .seconds(9)) else {
+            Issue.record("no refresh"); return
+        }
+        _ = machine.put(key: 2, value: "put", now: .seconds(9))
+        _ = machine.attemptFinished(generation: second.generation, result: .success("late"), now: .seconds(9))
+        #expect(Self.ask(&machine, 2, "d", at: .seconds(16)).isCached("put", refreshing: false))
+        #expect(machine.expiries[2] == .seconds(19))
+        // A value whose own lifetime is shorter than the age expires first: no refresh point.
+        _ = machine.put(key: 3, value: "short", expiresIn: .seconds(5), now: .seconds(16))
+        #expect(machine.expiries[3] == nil)
+        #expect(Self.ask(&machine, 3, "e", at: .seconds(20)).isCached("short", refreshing: false))
+        // Evicted (key 3 took key 2's place, or key 2 took 3's): no record outlives its entry.
+        #expect(machine.count <= 2 && machine.expiries.keys.allSatisfy { machine.cachedValue(for: $0, now: .seconds(16)) != nil })
+    }
+
     @Test func aForcedCallerDuringALoadWaitsForTheFollowUpLoad() {
         var machine = Self.machine()
         let first = Self.started(Self.ask(&machine, 1, "a"))!

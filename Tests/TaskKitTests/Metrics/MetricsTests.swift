@@ -2,6 +2,7 @@ import MetricsTestKit
 import Testing
 @testable import TaskKit
 import TaskKitTestSupport
+import TaskKitTesting
 
 private func requests(_ label: String, _ outcome: String) -> Int64 {
     processTestMetrics.counterTotal(
@@ -113,6 +114,30 @@ private struct MetricsTestError: Error {}
             "taskkit_monotask_load_duration", [("name", "keyed-outcomes")]
         )
         #expect(timer.values.count == 4)
+    }
+}
+
+@Suite struct RefreshAheadMetricsTests {
+    @Test func refreshesAheadAreCountedInBothComponents() async throws {
+        _ = processTestMetrics  // bootstrapped before the component makes its metric objects
+        let clock = ManualClock()
+        let cache = KeyedMonoTask<Int, Int>(
+            maximumEntries: 100, resultExpireDuration: .seconds(10), refreshAhead: .age(.seconds(5)), clock: clock,
+            metricsLabel: "keyed-refresh-ahead"
+        ) { key in key }
+        let task = MonoTask<Int>(
+            resultExpireDuration: .seconds(10), refreshAhead: .age(.seconds(5)), clock: clock,
+            metricsLabel: "mono-refresh-ahead"
+        ) { .success(1) }
+        _ = try await cache.value(for: 1)
+        _ = try await task.executeThrows()
+        clock.advance(by: .seconds(6))
+        _ = try await cache.value(for: 1)
+        _ = try await task.executeThrows()
+        await eventually { cache.counters.loads == 2 && task.counters.loads == 2 }
+        #expect(total("taskkit_monotask_refreshes_ahead", "keyed-refresh-ahead") == 1)
+        #expect(total("taskkit_monotask_refreshes_ahead", "mono-refresh-ahead") == 1)
+        #expect(requests("keyed-refresh-ahead", "hit") == 1 && requests("mono-refresh-ahead", "hit") == 1)
     }
 }
 

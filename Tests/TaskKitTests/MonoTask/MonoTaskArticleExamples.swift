@@ -56,7 +56,7 @@ enum MonoTaskArticleExamples {
     static let clock = ContinuousClock()
     static let settings = MonoTask<[String: String]>(
         resultExpireDuration: nil,
-        refreshAfter: .seconds(600),
+        refreshAhead: .age(.seconds(600)),
         clock: clock
     ) {
         .success(["theme": "dark"])

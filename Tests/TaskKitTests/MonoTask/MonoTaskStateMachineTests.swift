@@ -9,10 +9,10 @@ import TaskKitTestSupport
     struct Boom: Error, Equatable {}
 
     static func machine(
-        ttl: Duration? = .seconds(10), refreshAfter: Duration? = nil, retry: RetryCount = .never,
+        ttl: Duration? = .seconds(10), refreshAhead: RefreshAhead? = nil, retry: RetryCount = .never,
         failSafe: FailSafe? = nil
     ) -> Machine {
-        Machine(configuration: .init(timeToLive: ttl, refreshAfter: refreshAfter, retry: retry, failSafe: failSafe))
+        Machine(configuration: .init(timeToLive: ttl, refreshAhead: refreshAhead, retry: retry, failSafe: failSafe))
     }
 
     /// Registers a waiter the way an async caller does (fast path, then registration).
@@ -145,7 +145,7 @@ import TaskKitTestSupport
 
     @Test func aFailedReloadIsAnsweredWithTheExpiredValueWithinTheMaximumStaleness() {
         var m = Self.machine(
-            ttl: .seconds(10), refreshAfter: .seconds(5), retry: .count(count: 1, intervalProxy: .fixed(.seconds(1))),
+            ttl: .seconds(10), refreshAhead: .age(.seconds(5)), retry: .count(count: 1, intervalProxy: .fixed(.seconds(1))),
             failSafe: FailSafe(maximumStaleness: .seconds(20), throttle: .seconds(4))
         )
         Self.call(&m, "a")
@@ -230,7 +230,7 @@ import TaskKitTestSupport
         for seed in 0..<20 {
             var m = Machine(
                 configuration: .init(
-                    timeToLive: .seconds(60), refreshAfter: nil, retry: .never,
+                    timeToLive: .seconds(60), refreshAhead: nil, retry: .never,
                     jitter: RetryJitter(SeededRandomNumberGenerator(seed: UInt64(seed))), expiryJitter: .seconds(6)
                 )
             )
@@ -322,7 +322,7 @@ import TaskKitTestSupport
         let proxy = IntervalProxy.exponential(initial: .seconds(1), scaleRate: 2, jitter: .decorrelated)
             .capped(at: .seconds(10))
         var m = Machine(configuration: .init(
-            timeToLive: .seconds(10), refreshAfter: nil, retry: .count(count: 4, intervalProxy: proxy),
+            timeToLive: .seconds(10), refreshAhead: nil, retry: .count(count: 4, intervalProxy: proxy),
             jitter: RetryJitter(SeededRandomNumberGenerator(seed: 11))
         ))
         var expected = RetryCount.count(count: 4, intervalProxy: proxy).makeSchedule()
@@ -640,7 +640,7 @@ import TaskKitTestSupport
     // MARK: Stale-while-revalidate
 
     @Test func staleWhileRevalidateReturnsTheValueAndStartsOneBackgroundRefresh() {
-        var m = Self.machine(ttl: .seconds(60), refreshAfter: .seconds(10))
+        var m = Self.machine(ttl: .seconds(60), refreshAhead: .age(.seconds(10)))
         Self.call(&m, "a")
         _ = m.attemptFinished(generation: 1, result: .success(1), now: .zero)
         guard case .hit(1, startRun: nil) = m.fastPath(forceUpdate: false, now: .seconds(9)) else {
@@ -665,7 +665,7 @@ import TaskKitTestSupport
     }
 
     @Test func aFailedBackgroundRefreshKeepsServingTheCachedValue() {
-        var m = Self.machine(ttl: .seconds(60), refreshAfter: .seconds(10))
+        var m = Self.machine(ttl: .seconds(60), refreshAhead: .age(.seconds(10)))
         Self.call(&m, "a")
         _ = m.attemptFinished(generation: 1, result: .success(1), now: .zero)
         _ = m.fastPath(forceUpdate: false, now: .seconds(30))

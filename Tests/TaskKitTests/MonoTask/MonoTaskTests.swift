@@ -404,7 +404,7 @@ import TaskKitTesting
         let clock = ManualClock()
         let runs = MonoCounter()
         let gate = TestGate()
-        let task = MonoTask<Int>(resultExpireDuration: .seconds(60), refreshAfter: .seconds(10), clock: clock) {
+        let task = MonoTask<Int>(resultExpireDuration: .seconds(60), refreshAhead: .age(.seconds(10)), clock: clock) {
             let run = runs.increment()
             if run == 2 { await gate.wait() }
             return .success(run)
@@ -420,6 +420,34 @@ import TaskKitTesting
         let counters = task.counters
         #expect(counters.loads == 2)
         #expect(counters.hits == 2)
+        #expect(counters.refreshesAhead == 1)
+    }
+
+    @Test func refreshAheadAtAFractionFollowsEachValuesOwnLifetime() async throws {
+        let clock = ManualClock()
+        let runs = MonoCounter()
+        // The first value lives 100 s, the second its own 10 s (`expiry`): 80 % of each.
+        let task = MonoTask<Int>(
+            resultExpireDuration: .seconds(100), refreshAhead: .fraction(0.8), clock: clock,
+            expiry: { value in value == 2 ? .seconds(10) : nil }
+        ) {
+            .success(runs.increment())
+        }
+        #expect(try await task.executeThrows() == 1)
+        clock.advance(by: .seconds(79))
+        #expect(try await task.executeThrows() == 1)
+        #expect(task.counters.refreshesAhead == 0)
+        clock.advance(by: .seconds(1))
+        #expect(try await task.executeThrows() == 1)  // due: served, and the refresh starts
+        await eventually { task.currentResult == 2 }
+        clock.advance(by: .seconds(7))
+        #expect(try await task.executeThrows() == 2)
+        #expect(task.counters.refreshesAhead == 1)
+        clock.advance(by: .seconds(1))
+        #expect(try await task.executeThrows() == 2)
+        await eventually { task.currentResult == 3 }
+        #expect(task.counters.refreshesAhead == 2)
+        #expect(task.counters.loads == 3)
     }
 
     // MARK: Configuration
@@ -444,15 +472,19 @@ import TaskKitTesting
         #expect(String(decoding: negative.standardErrorContent, as: UTF8.self).contains("resultExpireDuration"))
         #expect(String(decoding: negative.standardErrorContent, as: UTF8.self).contains("-1"))
         let refresh = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-            _ = MonoTask<Int>(resultExpireDuration: .seconds(10), refreshAfter: .seconds(10)) { callback in
+            _ = MonoTask<Int>(resultExpireDuration: .seconds(10), refreshAhead: .age(.seconds(10))) { callback in
                 callback(.success(1))
             }
         }
-        #expect(String(decoding: refresh.standardErrorContent, as: UTF8.self).contains("refreshAfter"))
+        #expect(String(decoding: refresh.standardErrorContent, as: UTF8.self).contains("refreshAhead's age"))
         let negativeRefresh = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-            _ = MonoTask<Int>(resultExpireDuration: nil, refreshAfter: .seconds(-1)) { .success(1) }
+            _ = MonoTask<Int>(resultExpireDuration: nil, refreshAhead: .age(.seconds(-1))) { .success(1) }
         }
-        #expect(String(decoding: negativeRefresh.standardErrorContent, as: UTF8.self).contains("refreshAfter"))
+        #expect(String(decoding: negativeRefresh.standardErrorContent, as: UTF8.self).contains("RefreshAhead: age"))
+        let fraction = try await #require(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = MonoTask<Int>(resultExpireDuration: .seconds(10), refreshAhead: .fraction(1)) { .success(1) }
+        }
+        #expect(String(decoding: fraction.standardErrorContent, as: UTF8.self).contains("RefreshAhead: fraction"))
     }
 
     @Test func durationTimeToLiveExpiresOnTheClockAndNilKeepsTheValue() async throws {
