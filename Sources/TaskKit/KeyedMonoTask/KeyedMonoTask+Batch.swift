@@ -42,10 +42,10 @@ extension KeyedMonoTask {
     /// - Parameters:
     ///   - maximumEntries: The most entries held, cached or loading; must be greater than 0.
     ///   - maximumCost: With `cost`, the most total cost of the cached values, as for
-    ///     ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:refreshAhead:expiryJitter:failSafe:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:tags:cost:load:)``;
+    ///     ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:refreshAhead:expiryJitter:failSafe:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:tags:cost:onRemoval:load:)``;
     ///     `nil` (default): no cost bound. Must not be negative; given together with `cost`.
     ///   - resultExpireDuration: How long a success stays fresh, counted from its batch's end.
-    ///     As for ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:refreshAhead:expiryJitter:failSafe:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:tags:cost:load:)``.
+    ///     As for ``init(maximumEntries:maximumCost:resultExpireDuration:staleWhileRevalidate:refreshAhead:expiryJitter:failSafe:retry:clock:logger:metricsLabel:tracing:expiry:failureExpiry:tags:cost:onRemoval:load:)``.
     ///   - staleWhileRevalidate: As for the loader of one key; the refreshes are batched too.
     ///   - refreshAhead: When a hit starts a background reload of a fresh value (``RefreshAhead``),
     ///     as for the loader of one key; the refreshes are batched too. `nil` (default): never.
@@ -72,6 +72,8 @@ extension KeyedMonoTask {
     ///     loader of one key.
     ///   - tags: The tags of a loaded value, for ``invalidate(tag:)``, as for the loader of one key.
     ///   - cost: With `maximumCost`, the cost of a loaded value; must not be negative.
+    ///   - onRemoval: The removal listener, called with the key, the value and the cause each time a
+    ///     cached value leaves the cache, as for the loader of one key. `nil` (default): none.
     ///   - batchLoad: Loads the values of the keys it is given (distinct, at most
     ///     `maximumBatchSize`), returning them by key. Runs in a task of its own, never under a
     ///     lock; a key is in at most one call in flight at a time (except after
@@ -95,6 +97,7 @@ extension KeyedMonoTask {
         failureExpiry: (@Sendable (Key, any Error) -> Duration?)? = nil,
         tags: (@Sendable (Key, Value) -> Set<String>)? = nil,
         cost: (@Sendable (Key, Value) -> Int)? = nil,
+        onRemoval: (@Sendable (Key, Value, KeyedMonoTaskRemovalCause) -> Void)? = nil,
         batchLoad: @escaping @Sendable ([Key]) async throws -> [Key: Value]
     ) {
         precondition(maximumBatchSize > 0, "KeyedMonoTask: maximumBatchSize must be > 0, got \(maximumBatchSize)")
@@ -108,7 +111,7 @@ extension KeyedMonoTask {
             staleWhileRevalidate: staleWhileRevalidate, refreshAhead: refreshAhead, expiryJitter: expiryJitter,
             failSafe: failSafe, retry: retry,
             clock: clock, expiry: expiry,
-            failureExpiry: failureExpiry, tags: tags, costOf: cost,
+            failureExpiry: failureExpiry, tags: tags, costOf: cost, onRemoval: onRemoval,
             logger: logger, metricsLabel: metricsLabel, tracing: tracing, loader: .batch(batcher)
         )
     }
@@ -315,7 +318,7 @@ extension KeyedMonoTask {
             $0.cacheExtra(key: key, value: value, cost: stored.cost, expiresIn: stored.expiresIn, tags: stored.tags, now: now)
         }
         withExtendedLifetime(released) {}
-        if let metrics { metrics.recordEvictions(released.evictions) }
+        account(released, in: state)
         if released.overBound { restoreBounds(besides: state) }
     }
 

@@ -69,6 +69,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     @usableFromInline let load: (@Sendable (Key) async throws -> Value)?
     /// The batch loader and its waiting keys; `nil` with a loader of one key.
     @usableFromInline let batcher: KeyedMonoTaskBatcher<Key, Value>?
+    /// The removal listener, if any (see ``deliverRemovals(in:)``).
+    @usableFromInline let onRemoval: (@Sendable (Key, Value, KeyedMonoTaskRemovalCause) -> Void)?
     /// The cost of a loaded value, with a cost bound; `nil` without.
     @usableFromInline let cost: (@Sendable (Key, Value) -> Int)?
     /// A loaded value's own time to live; `nil` (every value lives `resultExpireDuration`) without.
@@ -164,6 +166,14 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     ///   - cost: With `maximumCost`, the cost of a loaded value, for example its size in bytes;
     ///     must not be negative. Called once per successful load, in the load's `Task`, never
     ///     under a lock. `nil` (default): no cost bound.
+    ///   - onRemoval: The removal listener: called with the key, the value and the
+    ///     ``KeyedMonoTaskRemovalCause`` each time a cached value leaves the cache (expired,
+    ///     evicted for size or cost, invalidated, replaced), never for a value that was not
+    ///     cached (a load's result not kept, a superseded load's). Called outside every lock, on
+    ///     the thread of the call whose operation removed the value (or of one that removed
+    ///     another value of the same shard meanwhile): the removals of a key never concurrently,
+    ///     and in the order they happened. Keep it short; it may call the cache. `nil` (default):
+    ///     none, and no cost.
     ///   - load: Loads the value of a key. Runs in a `Task` of its own, never under a lock, at
     ///     most once at a time per key (except after ``invalidate(_:)``, see there).
     public convenience init(
@@ -183,6 +193,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         failureExpiry: (@Sendable (Key, any Error) -> Duration?)? = nil,
         tags: (@Sendable (Key, Value) -> Set<String>)? = nil,
         cost: (@Sendable (Key, Value) -> Int)? = nil,
+        onRemoval: (@Sendable (Key, Value, KeyedMonoTaskRemovalCause) -> Void)? = nil,
         load: @escaping @Sendable (Key) async throws -> Value
     ) {
         self.init(
@@ -190,7 +201,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             staleWhileRevalidate: staleWhileRevalidate, refreshAhead: refreshAhead, expiryJitter: expiryJitter,
             failSafe: failSafe, retry: retry,
             clock: clock, expiry: expiry,
-            failureExpiry: failureExpiry, tags: tags, costOf: cost,
+            failureExpiry: failureExpiry, tags: tags, costOf: cost, onRemoval: onRemoval,
             logger: logger, metricsLabel: metricsLabel, tracing: tracing, loader: .single(load)
         )
     }
@@ -215,6 +226,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         failureExpiry: (@Sendable (Key, any Error) -> Duration?)?,
         tags: (@Sendable (Key, Value) -> Set<String>)?,
         costOf cost: (@Sendable (Key, Value) -> Int)?,
+        onRemoval: (@Sendable (Key, Value, KeyedMonoTaskRemovalCause) -> Void)?,
         logger: Logger,
         metricsLabel: String?,
         tracing: TaskTracing,
@@ -255,8 +267,10 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         let configuration = Machine.Configuration(
             maximumEntries: maximumEntries, timeToLive: resultExpireDuration,
             staleWhileRevalidate: staleWhileRevalidate, retry: keyRetry, maximumCost: maximumCost,
-            failSafe: failSafe, expiryJitter: expiryJitter, refreshAhead: refreshAhead
+            failSafe: failSafe, expiryJitter: expiryJitter, refreshAhead: refreshAhead,
+            notifiesRemovals: onRemoval != nil
         )
+        self.onRemoval = onRemoval
         self.logger = logger
         let shardCount = Self.shardCount(maximumEntries: maximumEntries)
         let occupancy = KeyedMonoTaskOccupancy()
@@ -397,6 +411,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             )
         }
         if let metrics { metrics.record(action) }
+        if action.notifiesRemovals { deliverRemovals(in: state) }
         switch action {
         case .deliverCached(let value, let refresh):
             if let refresh { startLoad(refresh, in: state) }
@@ -476,7 +491,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         let state = shard(for: key)
         let (startLoad, released) = shards.withLock(state) { $0.invalidate(key) }
         withExtendedLifetime(released) {}
-        if let metrics { metrics.recordEvictions(released.evictions) }
+        account(released, in: state)
         if let startLoad { self.startLoad(startLoad, in: state) }
     }
 
@@ -518,7 +533,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             $0.put(key: key, value: value, cost: stored.cost, expiresIn: stored.expiresIn, tags: stored.tags, now: now)
         }
         withExtendedLifetime(released) {}
-        if let metrics { metrics.recordEvictions(released.evictions) }
+        account(released, in: state)
         if released.overBound { restoreBounds(besides: state) }
     }
 
@@ -528,7 +543,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         for state in 0..<shards.count {
             let (startLoads, released) = shards.withLock(state) { $0.invalidateAll() }
             withExtendedLifetime(released) {}
-            if let metrics { metrics.recordEvictions(released.evictions) }
+            account(released, in: state)
             for startLoad in startLoads { self.startLoad(startLoad, in: state) }
         }
     }
@@ -589,6 +604,8 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
                     )
                 }
                 if let metrics { metrics.record(action) }
+                let notifies = action.notifiesRemovals
+                defer { if notifies { deliverRemovals(in: state) } }
                 switch consume action {
                 case .deliverCached(let value, let refresh):
                     continuation.resume(returning: .success(value))
@@ -707,7 +724,7 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         in state: Int
     ) {
         withExtendedLifetime(released) {}
-        if let metrics { metrics.recordEvictions(released.evictions) }
+        account(released, in: state)
         if released.overBound { restoreBounds(besides: state) }
         deliver(result, to: waiters)
         if let next { startLoad(next, in: state, byCaller: false) }
@@ -783,8 +800,29 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             guard index != finished else { continue }
             let released = shards.withLock(index) { $0.evictWhileOverBound() }
             withExtendedLifetime(released) {}
-            if let metrics { metrics.recordEvictions(released.evictions) }
+            account(released, in: index)
             if !released.overBound { return }
+        }
+    }
+
+    /// After a critical section of shard `state` that released `released` (and destroyed it):
+    /// counts its removals and, when it was told to, delivers the shard's queued removals.
+    @inlinable
+    func account(_ released: borrowing Machine.Released, in state: Int) {
+        if let metrics { metrics.recordRemovals(released.causes) }
+        if released.notifies { deliverRemovals(in: state) }
+    }
+
+    /// Delivers the removals queued in shard `state` to the listener, outside its lock, until
+    /// none are left: this owner was told to (``KeyedMonoTaskStateMachine/Released/notifies``),
+    /// and until it finds the queue empty no other does, so the removals of a key (one shard's)
+    /// are delivered one at a time, in the order they happened. Those queued meanwhile, by this
+    /// thread's listener calls or by other threads, are delivered in this loop.
+    @usableFromInline
+    func deliverRemovals(in state: Int) {
+        guard let onRemoval else { return }
+        while let removals = shards.withLock(state, { $0.takeRemovals() }) {
+            for removal in removals { onRemoval(removal.key, removal.value, removal.cause) }
         }
     }
 
@@ -805,14 +843,18 @@ extension MonoTaskMetrics {
         case .deliverFailure: recordNegativeHit()
         case .enqueued(let startLoad, let released, _):
             recordMiss(started: startLoad != nil)
-            recordEvictions(released.evictions)
+            recordRemovals(released.causes)
         case .callerCancelled: break
         }
     }
 
-    /// Counts `count` evictions.
+    /// Counts the values a critical section removed, by cause, and its evictions.
     @usableFromInline
-    func recordEvictions(_ count: Int) {
-        if count > 0, let evictions { evictions.increment(by: count) }
+    func recordRemovals(_ counts: KeyedMonoTaskRemovalCounts) {
+        let evicted = counts.evictedForSize + counts.evictedForCost
+        if evicted > 0, let evictions { evictions.increment(by: evicted) }
+        guard let removals else { return }
+        let byCause = [counts.expired, counts.evictedForSize, counts.evictedForCost, counts.invalidated, counts.replaced]
+        for (counter, count) in zip(removals, byCause) where count > 0 { counter.increment(by: count) }
     }
 }

@@ -33,10 +33,19 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
     public internal(set) var retries: Int = 0
     /// Loads whose final attempt failed.
     public internal(set) var failures: Int = 0
-    /// Entries removed to keep the count within `maximumEntries`.
+    /// Entries removed to keep the cache within its bounds, `maximumEntries` or `maximumCost`
+    /// (``KeyedMonoTaskRemovalCause/evictedForSize`` and ``KeyedMonoTaskRemovalCause/evictedForCost``).
     public internal(set) var evictions: Int = 0
-    /// Entries removed by `invalidate(_:)` and `invalidateAll()`.
+    /// The part of ``evictions`` made to keep the cache within `maximumCost`.
+    public internal(set) var costEvictions: Int = 0
+    /// Entries removed by `invalidate(_:)`, `invalidate(where:)`, `invalidate(tag:)` and
+    /// `invalidateAll()`.
     public internal(set) var invalidations: Int = 0
+    /// Values dropped because a caller found them expired (``KeyedMonoTaskRemovalCause/expired``).
+    public internal(set) var expirations: Int = 0
+    /// Values replaced by a newer value of their key: a load's, a batch's or a put's
+    /// (``KeyedMonoTaskRemovalCause/replaced``).
+    public internal(set) var replacements: Int = 0
     /// Async callers that left early because their own `Task` was cancelled.
     public internal(set) var callerCancellations: Int = 0
     /// Calls of the batch loader (with one; retries of a batch are counted in ``retries``).
@@ -59,6 +68,9 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
     @usableFromInline mutating func recordRetry() { retries += 1 }
     @usableFromInline mutating func recordFailure() { failures += 1 }
     @usableFromInline mutating func recordEviction() { evictions += 1 }
+    @usableFromInline mutating func recordCostEviction() { costEvictions += 1 }
+    @usableFromInline mutating func recordExpiration() { expirations += 1 }
+    @usableFromInline mutating func recordReplacement() { replacements += 1 }
 
     @usableFromInline
     mutating func recordStaleHit() {
@@ -81,7 +93,10 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
         retries += other.retries
         failures += other.failures
         evictions += other.evictions
+        costEvictions += other.costEvictions
         invalidations += other.invalidations
+        expirations += other.expirations
+        replacements += other.replacements
         callerCancellations += other.callerCancellations
         batches += other.batches
         batchedKeys += other.batchedKeys
@@ -93,8 +108,8 @@ public struct KeyedMonoTaskCounters: Sendable, Hashable, CustomStringConvertible
     /// A one-line summary, for logs.
     public var description: String {
         "hits=\(hits) staleHits=\(staleHits) negativeHits=\(negativeHits) failSafeHits=\(failSafeHits) softTimeouts=\(softTimeouts) refreshesAhead=\(refreshesAhead) misses=\(misses) merges=\(merges) loads=\(loads) "
-            + "retries=\(retries) failures=\(failures) evictions=\(evictions) "
-            + "invalidations=\(invalidations) callerCancellations=\(callerCancellations) "
+            + "retries=\(retries) failures=\(failures) evictions=\(evictions) costEvictions=\(costEvictions) "
+            + "invalidations=\(invalidations) expirations=\(expirations) replacements=\(replacements) callerCancellations=\(callerCancellations) "
             + "batches=\(batches) batchedKeys=\(batchedKeys)"
     }
 }

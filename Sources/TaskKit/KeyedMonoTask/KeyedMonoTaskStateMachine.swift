@@ -48,14 +48,17 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         @usableFromInline var expiryJitter: Int64
         /// When a hit starts a refresh of a fresh value (``RefreshAhead``); `nil` for never.
         @usableFromInline var refreshAhead: RefreshAhead?
+        /// A removal listener is set: each removed value is queued in ``removals``.
+        @usableFromInline var notifiesRemovals: Bool
 
         @usableFromInline
         init(
             maximumEntries: Int, timeToLive: Duration?, staleWhileRevalidate: Duration, retry: RetryCount,
             maximumCost: Int? = nil, jitter: RetryJitter = .system, failSafe: FailSafe? = nil,
-            expiryJitter: Duration = .zero, refreshAhead: RefreshAhead? = nil
+            expiryJitter: Duration = .zero, refreshAhead: RefreshAhead? = nil, notifiesRemovals: Bool = false
         ) {
             self.refreshAhead = refreshAhead
+            self.notifiesRemovals = notifiesRemovals
             self.maximumEntries = maximumEntries
             if let timeToLive {
                 self.timeToLive = KeyedMonoTaskStateMachine.nanoseconds(timeToLive)
@@ -165,8 +168,13 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @usableFromInline
     struct Released {
         @usableFromInline var removed: [Table.Removed] = []
+        /// The values removed, by cause (for the metrics).
+        @usableFromInline var causes = RemovalCounts()
         /// How many of `removed` were evicted by a bound.
-        @usableFromInline var evictions = 0
+        @usableFromInline var evictions: Int { causes.evictedForSize + causes.evictedForCost }
+        /// Removals were queued for the listener and nobody was delivering them: the owner
+        /// delivers them now, after the lock (``takeRemovals()``), and so does nobody else meanwhile.
+        @usableFromInline var notifies = false
         /// The cache is still above a bound and this shard had nothing more to evict: the owner
         /// evicts from the other shards.
         @usableFromInline var overBound = false
@@ -176,6 +184,23 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         @usableFromInline var table: [Table.Node]?
 
         @usableFromInline init() {}
+    }
+
+    @usableFromInline typealias RemovalCounts = KeyedMonoTaskRemovalCounts
+
+    /// A value that left, for the removal listener.
+    @usableFromInline
+    struct Removal {
+        @usableFromInline var key: Key
+        @usableFromInline var value: Value
+        @usableFromInline var cause: KeyedMonoTaskRemovalCause
+
+        @usableFromInline
+        init(key: Key, value: Value, cause: KeyedMonoTaskRemovalCause) {
+            self.key = key
+            self.value = value
+            self.cause = cause
+        }
     }
 
     @usableFromInline
@@ -216,6 +241,14 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         case enqueued(startLoad: StartLoad?, released: Released, softTimeout: Bool = false)
         /// The caller's task was already cancelled: not stored; fail it with `CancellationError`.
         case callerCancelled
+
+        /// Removals for the listener were queued and this action's owner is to deliver them
+        /// (``Released/notifies``).
+        @inlinable
+        var notifiesRemovals: Bool {
+            guard case .enqueued(_, let released, _) = self else { return false }
+            return released.notifies
+        }
     }
 
     @usableFromInline
@@ -246,6 +279,11 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// point in `expiresAt` instead: a hit reads this only once the refresh point has passed.
     /// A key leaves when its value is replaced without a refresh point, or removed.
     @usableFromInline var expiries: [Key: Int64] = [:]
+    /// With a removal listener, the removals not yet delivered, in order.
+    @usableFromInline var removals: [Removal] = []
+    /// An owner is delivering ``removals`` (one at a time, so a key's are never delivered
+    /// concurrently or out of order).
+    @usableFromInline var deliveringRemovals = false
     /// The loads in flight, by slot (`nil`: a free slot). A load's generation holds its slot in
     /// its low 32 bits and a sequence number (1 to 2^31 - 1) above them, so that it is never 0:
     /// finding a load costs an index, not a hash. Written only by the machine's own methods.
@@ -439,6 +477,7 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         if let value = table.buckets[bucket]!.value, freshness(ofBucket: bucket, now: now) == .unusable,
             configuration.failSafe == nil || !keepsForFailSafe(key, expiredAt: expiry(ofBucket: bucket), now: now)
         {
+            noteRemoval(key, value, .expired, &released)
             released.values.append(value)
             table[slot].value = nil
             table.setCost(slot, 0)
@@ -537,7 +576,10 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             let slot = table.buckets[bucket]!.slot
             assert(table.load(of: slot) == finished, "an attached load names its entry")
             if case .success(let value) = result, let lifetime = configuration.lifetime(expiresIn: expiresIn) {
-                if let old = table.buckets[bucket]!.value.take() { released.values.append(old) }
+                if let old = table.buckets[bucket]!.value.take() {
+                    noteRemoval(load.key, old, .replaced, &released)
+                    released.values.append(old)
+                }
                 if let maximumCost = configuration.maximumCost, cost > maximumCost {
                     // Too costly to keep at all: delivered, not cached (nor the older value).
                     table.setCost(slot, 0)
@@ -560,7 +602,9 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
                 restoreBounds(keepingHead: true, &released)
             } else {
                 forgetEntry(load.key)
-                released.removed.append(table.remove(slot))
+                let removed = table.remove(slot)
+                noteRemoval(load.key, removed.node.value, .expired, &released)  // unusable, if any
+                released.removed.append(removed)
             }
         } else {
             detachedLoads -= 1
@@ -605,7 +649,10 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
             } else {
                 table.beginLoad(slot, generation: UInt64.max)  // out of the queue while it changes
             }
-            if let old = table[slot].value { released.values.append(old) }
+            if let old = table[slot].value {
+                noteRemoval(key, old, .replaced, &released)
+                released.values.append(old)
+            }
         } else {
             makeRoom(&released)
             slot = table.insertLoading(key, hash: hash, generation: UInt64.max)
@@ -650,6 +697,51 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         } else {
             tagged[key] = nil
         }
+    }
+
+    /// `value` of `key` left the cache for `cause`: counted, and queued for the listener (the
+    /// first queued while nobody delivers makes this call's owner the one to deliver).
+    @inlinable
+    mutating func noteRemoval(_ key: Key, _ value: Value?, _ cause: KeyedMonoTaskRemovalCause, _ released: inout Released) {
+        switch cause.cause {
+        case .evictedForSize, .evictedForCost:
+            // Evictions are counted by entry, with or without a value, as before.
+            counters.recordEviction()
+            if cause.cause == .evictedForSize { released.causes.evictedForSize += 1 } else {
+                released.causes.evictedForCost += 1
+                counters.recordCostEviction()
+            }
+            guard value != nil else { return }
+        case .expired:
+            guard value != nil else { return }
+            counters.recordExpiration()
+            released.causes.expired += 1
+        case .invalidated:
+            guard value != nil else { return }
+            released.causes.invalidated += 1
+        case .replaced:
+            guard value != nil else { return }
+            counters.recordReplacement()
+            released.causes.replaced += 1
+        }
+        guard configuration.notifiesRemovals, let value else { return }
+        removals.append(Removal(key: key, value: value, cause: cause))
+        if !deliveringRemovals {
+            deliveringRemovals = true
+            released.notifies = true
+        }
+    }
+
+    /// The removals to deliver next, for the owner that was told to deliver (``Released/notifies``);
+    /// `nil` when there are none left, which ends its turn.
+    @usableFromInline
+    mutating func takeRemovals() -> [Removal]? {
+        guard !removals.isEmpty else {
+            deliveringRemovals = false
+            return nil
+        }
+        defer { removals = [] }
+        return removals
     }
 
     /// `key`'s entry is gone: its fail-safe and its tags go with it.
@@ -705,7 +797,9 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         forgetEntry(key)
         guard let slot = table.find(key) else { return (nil, released) }
         let running = table.load(of: slot)
-        released.removed.append(table.remove(slot))
+        let removed = table.remove(slot)
+        noteRemoval(key, removed.node.value, .invalidated, &released)
+        released.removed.append(removed)
         counters.invalidations += 1
         guard running != 0 else { return (nil, released) }
         return (detach(running, released: &released), released)
@@ -717,8 +811,10 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
         failures = [:]
         failSafeSince = [:]
         tagged = [:]
+        expiries = [:]
         let old = table.removeAll()
         counters.invalidations += old.nodes.count
+        for node in old.nodes { noteRemoval(node.key, node.value, .invalidated, &released) }
         var starts: [StartLoad] = []
         for load in old.loads where load != 0 {
             if let start = detach(load, released: &released) { starts.append(start) }
@@ -749,9 +845,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     mutating func makeRoom(_ released: inout Released) {
         while isFull(), let evicted = table.evict(keepingHead: false) {
             forgetEntry(evicted.node.key)
+            noteRemoval(evicted.node.key, evicted.node.value, .evictedForSize, &released)
             released.removed.append(evicted)
-            counters.recordEviction()
-            released.evictions += 1
         }
     }
 
@@ -760,11 +855,14 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// had nothing more to evict.
     @inlinable
     mutating func restoreBounds(keepingHead: Bool, _ released: inout Released) {
-        while isOverBound(), let evicted = table.evict(keepingHead: keepingHead) {
+        while isOverBound() {
+            // The count first: a cache over both bounds evicts for its size.
+            let cause: KeyedMonoTaskRemovalCause =
+                table.occupancy.entryCount > configuration.maximumEntries ? .evictedForSize : .evictedForCost
+            guard let evicted = table.evict(keepingHead: keepingHead) else { break }
             forgetEntry(evicted.node.key)
+            noteRemoval(evicted.node.key, evicted.node.value, cause, &released)
             released.removed.append(evicted)
-            counters.recordEviction()
-            released.evictions += 1
         }
         released.overBound = isOverBound()
     }
@@ -932,6 +1030,7 @@ extension KeyedMonoTaskStateMachine.Load: Sendable where Key: Sendable, Value: S
 extension KeyedMonoTaskStateMachine.KeptFailure: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
 extension KeyedMonoTaskStateMachine.StartLoad: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
 extension KeyedMonoTaskStateMachine.Released: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
+extension KeyedMonoTaskStateMachine.Removal: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
 extension KeyedMonoTaskStateMachine.FastPathAction: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
 extension KeyedMonoTaskStateMachine.RequestAction: Sendable where Key: Sendable, Value: Sendable, Waiter: Sendable {}
 extension KeyedMonoTaskStateMachine.AttemptFinishedAction: Sendable

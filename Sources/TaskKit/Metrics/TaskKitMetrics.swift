@@ -32,6 +32,9 @@ final class MonoTaskMetrics: Sendable {
     let failures: Counter
     /// `taskkit_keyed_evictions` (``KeyedMonoTask`` only): cached values evicted by a bound.
     let evictions: Counter?
+    /// `taskkit_keyed_removals` (``KeyedMonoTask`` only), by `cause`: values that left the cache
+    /// (`expired`, `evicted_size`, `evicted_cost`, `invalidated`, `replaced`), in that order.
+    let removals: [Counter]?
     /// `taskkit_keyed_batches` (``KeyedMonoTask`` only): calls of a batch loader (retries not
     /// counted).
     let batches: Counter?
@@ -50,6 +53,12 @@ final class MonoTaskMetrics: Sendable {
         loadDuration = CoreMetrics.Timer(label: "taskkit_monotask_load_duration", dimensions: [name])
         failures = Counter(label: "taskkit_monotask_failures", dimensions: [name])
         evictions = keyed ? Counter(label: "taskkit_keyed_evictions", dimensions: [name]) : nil
+        removals =
+            keyed
+            ? [.expired, .evictedForSize, .evictedForCost, .invalidated, .replaced].map {
+                (cause: KeyedMonoTaskRemovalCause) in
+                Counter(label: "taskkit_keyed_removals", dimensions: [name, ("cause", cause.description)])
+            } : nil
         batches = keyed ? Counter(label: "taskkit_keyed_batches", dimensions: [name]) : nil
         batchKeys = keyed ? Recorder(label: "taskkit_keyed_batch_keys", dimensions: [name]) : nil
     }

@@ -5,19 +5,24 @@ import Foundation
 import FoundationNetworking
 #endif
 import TaskKit
-import TaskKitTesting
 
 // What the samples of UsingKeyedMonoTask.md use but do not declare.
+fileprivate final class TenantConnection: Sendable {
+    static func open(for tenant: String) async throws -> TenantConnection { TenantConnection() }
+    func close() {}
+}
 
 // The sample's statements: compiled, never run.
 private func statements() async throws {
-    let clock = ManualClock()
-    _ = clock
-    let cache = KeyedMonoTask<Int, String>(
-        maximumEntries: 100, resultExpireDuration: .seconds(10), clock: clock
-    ) { id in "user \(id)" }
-    _ = cache
-    _ = try await cache.value(for: 1)      // loads
-    clock.advance(by: .seconds(10))
-    // cache.cachedValue(for: 1) is now nil; the next value(for: 1) loads again
+    let connections = KeyedMonoTask<String, TenantConnection>(
+        maximumEntries: 64,
+        resultExpireDuration: nil,        // kept until evicted or invalidated
+        onRemoval: { tenant, connection, cause in
+            connection.close()
+            if cause == .evictedForSize { print("closed \(tenant)'s connection for room: raise maximumEntries?") }
+        }
+    ) { tenant in
+        try await TenantConnection.open(for: tenant)
+    }
+    _ = connections
 }

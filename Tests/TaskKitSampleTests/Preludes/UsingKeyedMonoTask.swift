@@ -14,6 +14,11 @@ struct Catalog: Sendable {
 }
 
 let catalog = Catalog()
+// MARK: samples 7
+final class TenantConnection: Sendable {
+    static func open(for tenant: String) async throws -> TenantConnection { TenantConnection() }
+    func close() {}
+}
 // MARK: samples 4
 struct Pricing: Sendable {
     func quote(for symbol: String) async throws -> Double { 42 }

@@ -291,6 +291,78 @@ struct CachePolicyTests {
         #expect(cache.counters.refreshesAhead == 3)
     }
 
+    // MARK: Removal listener
+
+    @Test func keyedMonoTaskTellsItsRemovalListenerEveryCachedValueThatLeavesAndWhy() async throws {
+        let clock = ManualClock()
+        let removed = Mutex<[String]>([])
+        let holder = Mutex<KeyedMonoTask<String, String>?>(nil)
+        let cache = KeyedMonoTask<String, String>(
+            maximumEntries: 3, resultExpireDuration: .seconds(10), clock: clock,
+            tags: { key, _ in key.hasPrefix("user42") ? ["user:42"] : [] },
+            onRemoval: { key, value, cause in
+                // Outside every lock: the listener may read the cache (a lock held here would
+                // never be released, and the suite's time limit would fail the test).
+                _ = holder.withLock { $0 }?.cachedValue(for: key)
+                removed.withLock { $0.append("\(key)=\(value) \(cause)") }
+            }
+        ) { key in
+            key
+        }
+        holder.withLock { $0 = cache }
+        _ = try await cache.value(for: "a")
+        cache.put("a2", for: "a")
+        _ = try await cache.value(for: "user42-x")
+        _ = try await cache.value(for: "b")
+        _ = try await cache.value(for: "a")  // a hit: read since it entered the queue
+        _ = try await cache.value(for: "c")  // at the bound: the oldest unread, "user42-x", goes
+        clock.advance(by: .seconds(10))
+        _ = try await cache.value(for: "b")  // expired: dropped, reloaded
+        cache.invalidate("c")
+        cache.invalidate(tag: "user:42")  // "user42-x" was evicted: nothing left to remove
+        #expect(removed.withLock { $0 } == [
+            "a=a replaced", "user42-x=user42-x evicted_size", "b=b expired", "c=c invalidated",
+        ])
+        let counters = cache.counters
+        #expect(counters.replacements == 1 && counters.evictions == 1 && counters.expirations == 1)
+        #expect(counters.invalidations == 1)
+        holder.withLock { $0 = nil }
+    }
+
+    @Test func keyedMonoTaskNeverTellsItsListenerOfOneKeyConcurrentlyAndLosesNoRemoval() async throws {
+        let busy = Mutex<Set<Int>>([])
+        let overlaps = Mutex(0)
+        let removedValues = Mutex<[Int]>([])
+        let cache = KeyedMonoTask<Int, Int>(
+            maximumEntries: 3, resultExpireDuration: nil,
+            onRemoval: { key, value, _ in
+                let entered = busy.withLock { $0.insert(key).inserted }
+                if !entered { overlaps.withLock { $0 += 1 } }
+                for _ in 0..<50 { _ = busy.withLock { $0.count } }  // stay a while
+                if entered { _ = busy.withLock { $0.remove(key) } }
+                removedValues.withLock { $0.append(value) }
+            }
+        ) { key in key }
+        let puts = 8 * 400
+        await withTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    var random = SeededRandomNumberGenerator(seed: UInt64(worker + 1))
+                    for step in 0..<400 {
+                        let key = Int.random(in: 0..<5, using: &random)
+                        cache.put(worker * 1_000 + step, for: key)  // every value distinct
+                        if Int.random(in: 0..<10, using: &random) == 0 { cache.invalidate(key) }
+                    }
+                }
+            }
+        }
+        cache.invalidateAll()
+        #expect(overlaps.withLock { $0 } == 0)
+        let values = removedValues.withLock { $0 }
+        #expect(values.count == puts)  // every value put was removed once, by some cause
+        #expect(Set(values).count == puts)
+    }
+
     // MARK: Priming and bulk invalidation
 
     @Test func keyedMonoTaskServesAPutValueAndALoadInFlightDoesNotOverwriteIt() async throws {

@@ -662,6 +662,75 @@ import TaskKitTestSupport
         #expect(machine.count <= 2 && machine.expiries.keys.allSatisfy { machine.cachedValue(for: $0, now: .seconds(16)) != nil })
     }
 
+    /// The removals `machine` queued, as "key value cause", taken as the owner told to deliver
+    /// them does (until none are left).
+    static func delivered(_ machine: inout Machine) -> [String] {
+        var all: [String] = []
+        while let removals = machine.takeRemovals() {
+            all += removals.map { "\($0.key) \($0.value) \($0.cause)" }
+        }
+        return all
+    }
+
+    @Test func everyCachedValueThatLeavesIsQueuedOnceWithItsCauseAndOneOwnerDeliversThem() {
+        var machine = Machine(
+            configuration: .init(
+                maximumEntries: 2, timeToLive: .seconds(10), staleWhileRevalidate: .zero, retry: .never,
+                notifiesRemovals: true
+            )
+        )
+        for key in 1...2 {
+            let load = Self.started(Self.ask(&machine, key, "a"))!
+            guard case .finish(_, _, _, let released) = machine.attemptFinished(
+                generation: load.generation, result: .success("v\(key)"), now: .zero
+            ) else { Issue.record("no finish"); return }
+            #expect(!released.notifies)  // nothing left the cache
+        }
+        // Replaced by a put: the first removal makes this owner the one to deliver; the second,
+        // queued while it has not delivered yet, does not make another.
+        #expect(machine.put(key: 1, value: "put1", now: .seconds(1)).notifies)
+        #expect(!machine.put(key: 1, value: "put2", now: .seconds(1)).notifies)
+        #expect(Self.delivered(&machine) == ["1 v1 replaced", "1 put1 replaced"])
+        // A new key at the bound evicts key 2, the oldest in the queue (key 1 re-entered it with
+        // its put).
+        guard case .enqueued(_, let released, _) = Self.ask(&machine, 3, "b", at: .seconds(1)) else {
+            Issue.record("no load"); return
+        }
+        #expect(released.notifies && released.causes.evictedForSize == 1)
+        #expect(Self.delivered(&machine) == ["2 v2 evicted_size"])
+        // Expired: a caller finds key 1 past its time to live; its reload drops it.
+        guard case .enqueued(_, let expired, _) = Self.ask(&machine, 1, "c", at: .seconds(11)) else {
+            Issue.record("no reload"); return
+        }
+        #expect(expired.notifies && expired.causes.expired == 1)
+        #expect(Self.delivered(&machine) == ["1 put2 expired"])
+        // Invalidated, with a load in flight: the entry had no value, so nothing to report.
+        #expect(!machine.invalidate(1).released.notifies)
+        #expect(machine.removals.isEmpty)
+        #expect(machine.counters.replacements == 2 && machine.counters.evictions == 1)
+        #expect(machine.counters.expirations == 1 && machine.counters.costEvictions == 0)
+    }
+
+    @Test func aCostBoundEvictsForCostAndInvalidationReportsEveryCachedValue() {
+        var machine = Machine(
+            configuration: .init(
+                maximumEntries: 10, timeToLive: .seconds(10), staleWhileRevalidate: .zero, retry: .never, maximumCost: 5,
+                notifiesRemovals: true
+            )
+        )
+        _ = machine.put(key: 1, value: "a", cost: 3, now: .zero)
+        _ = machine.put(key: 2, value: "b", cost: 3, now: .zero)  // 6 > 5: key 1 goes
+        #expect(Self.delivered(&machine) == ["1 a evicted_cost"])
+        #expect(machine.counters.costEvictions == 1 && machine.counters.evictions == 1)
+        _ = machine.put(key: 3, value: "too costly", cost: 9, now: .zero)  // never cached: no removal
+        #expect(machine.removals.isEmpty)
+        _ = machine.put(key: 4, value: "d", cost: 1, now: .zero)
+        let (_, released) = machine.invalidateAll()
+        #expect(released.notifies && released.causes.invalidated == 2)
+        #expect(Set(Self.delivered(&machine)) == ["2 b invalidated", "4 d invalidated"])
+        #expect(machine.expiries.isEmpty && machine.tagged.isEmpty)
+    }
+
     @Test func aForcedCallerDuringALoadWaitsForTheFollowUpLoad() {
         var machine = Self.machine()
         let first = Self.started(Self.ask(&machine, 1, "a"))!
