@@ -12,8 +12,9 @@ extension KeyedMonoTask {
     /// *When a batch goes.* At once when `maximumBatchSize` keys wait. Otherwise after
     /// `batchWindow` on `clock` (`.zero`, the default, adds no delay) and then as soon as the
     /// tasks that asked have run on: the batch waits while yielding to them lets more keys arrive,
-    /// so keys asked for by tasks that run together (a GraphQL resolver's children, a task
-    /// group) share it. ``values(for:)`` sends all its missing keys in as few calls as
+    /// and until no key has arrived for `batchQuietPeriod` (100 µs), so keys asked for by tasks
+    /// that run together (a GraphQL resolver's children, a task group) share it, also on a busy
+    /// machine. ``values(for:)`` sends all its missing keys in as few calls as
     /// `maximumBatchSize` allows.
     ///
     /// *Results are per key.* The value `batchLoad` returns for a key is that key's result, cached
@@ -59,6 +60,13 @@ extension KeyedMonoTask {
     ///   - batchWindow: How long a batch waits for more keys, on `clock`, before it goes (a full
     ///     batch goes at once). Default `.zero`: no wait beyond letting the asking tasks run on.
     ///     Must not be negative.
+    ///   - batchQuietPeriod: Once the asking tasks have yielded twice with no new key, how long
+    ///     no new key must have arrived before the batch goes, at most ten times this after the
+    ///     batch began waiting. Measured in real time (`ContinuousClock`), not on `clock`: it is
+    ///     about when the machine runs the asking tasks, and bridges a worker thread that the
+    ///     system preempts on a busy machine (see *When a batch goes*). Default 100 µs; `.zero`:
+    ///     the yields alone decide (the least latency for a lone key, more and smaller batches
+    ///     on a busy machine). Must not be negative.
     ///   - clock: The clock for expiry, the batch window and the retry backoff.
     ///   - logger: Receives a debug message per failed batch and per retry of a batch. Default:
     ///     silent.
@@ -89,6 +97,7 @@ extension KeyedMonoTask {
         retry: RetryCount = .never,
         maximumBatchSize: Int,
         batchWindow: Duration = .zero,
+        batchQuietPeriod: Duration = .microseconds(100),
         clock: some Clock<Duration> = CoarseContinuousClock(),
         logger: Logger = .silent(label: "TaskKit.KeyedMonoTask"),
         metricsLabel: String? = nil,
@@ -102,9 +111,13 @@ extension KeyedMonoTask {
     ) {
         precondition(maximumBatchSize > 0, "KeyedMonoTask: maximumBatchSize must be > 0, got \(maximumBatchSize)")
         precondition(batchWindow >= .zero, "KeyedMonoTask: batchWindow must be >= .zero, got \(batchWindow)")
+        precondition(
+            batchQuietPeriod >= .zero, "KeyedMonoTask: batchQuietPeriod must be >= .zero, got \(batchQuietPeriod)"
+        )
         _ = retry.maximumRetries  // rejects a negative count with its own message
         let batcher = KeyedMonoTaskBatcher<Key, Value>(
-            maximumBatchSize: maximumBatchSize, window: batchWindow, retry: retry, load: batchLoad
+            maximumBatchSize: maximumBatchSize, window: batchWindow, quietPeriod: batchQuietPeriod, retry: retry,
+            load: batchLoad
         )
         self.init(
             entries: maximumEntries, costBound: maximumCost, resultExpireDuration: resultExpireDuration,
@@ -146,17 +159,34 @@ extension KeyedMonoTask {
         // Two yields in a row that bring no key: a caller still starting on another core had
         // the time of one more yield to arrive (one quiet yield left a key behind, now and then,
         // on a loaded machine).
+        // Then, on a busy machine, a worker the system preempted holds back the callers it has
+        // not started while the yields come back quiet: the quiet period (real time) waits for
+        // them, up to ten times itself (Benchmarks/NOTES.md, issue 51).
+        let quietPeriod = batcher.quietPeriod
+        let began = ContinuousClock.now
+        var lastArrival = began
         var seen = -1
         var quiet = 0
-        for _ in 0..<Self.dispatchYields {
+        var yields = 0
+        while yields < Self.dispatchYields {
             let count = batcher.pendingCount
             if count == seen {
                 quiet += 1
-                if quiet == 2 { break }
             } else {
                 seen = count
                 quiet = 0
+                if quietPeriod > .zero { lastArrival = .now }
             }
+            if quiet >= 2 {
+                guard quietPeriod > .zero else { break }
+                let now = ContinuousClock.now
+                let idle = now - lastArrival
+                if idle >= quietPeriod || now - began >= quietPeriod * 10 { break }
+                // Never cancelled: the sleep ends at its deadline.
+                try? await Task.sleep(for: quietPeriod - idle)
+                continue
+            }
+            yields += 1
             await Task.yield()
         }
         let batches = batcher.takeAll()

@@ -3,8 +3,8 @@
 ///
 /// Its state is behind its own lock, never taken together with a shard's. It decides when keys
 /// go: at once when ``maximumBatchSize`` of them are waiting; otherwise the owner's dispatch task
-/// takes them all (``takeAll()``) after the batch window and once the requesting tasks have
-/// yielded. While a ``KeyedMonoTask/values(for:)`` call registers its keys (a *hold*), nothing is
+/// takes them all (``takeAll()``) after the batch window, once the requesting tasks have
+/// yielded and no key has arrived for the quiet period. While a ``KeyedMonoTask/values(for:)`` call registers its keys (a *hold*), nothing is
 /// dispatched but full batches, so its missing keys go in as few calls as the size allows.
 @usableFromInline
 final class KeyedMonoTaskBatcher<Key: Hashable & Sendable, Value: Sendable>: Sendable {
@@ -56,16 +56,20 @@ final class KeyedMonoTaskBatcher<Key: Hashable & Sendable, Value: Sendable>: Sen
     @usableFromInline let maximumBatchSize: Int
     /// How long the dispatch task waits, on the cache's clock, before taking the keys.
     @usableFromInline let window: Duration
+    /// How long no new key must have arrived, in real time, before the dispatch task takes the
+    /// keys (at most ten times this after it began); `.zero`: two quiet yields are enough.
+    @usableFromInline let quietPeriod: Duration
     /// How a failed batch is retried (as a whole).
     @usableFromInline let retry: RetryCount
     @usableFromInline let state = LockedState(State())
 
     init(
-        maximumBatchSize: Int, window: Duration, retry: RetryCount,
+        maximumBatchSize: Int, window: Duration, quietPeriod: Duration = .zero, retry: RetryCount,
         load: @escaping @Sendable ([Key]) async throws -> [Key: Value]
     ) {
         self.maximumBatchSize = maximumBatchSize
         self.window = window
+        self.quietPeriod = quietPeriod
         self.retry = retry
         self.load = load
     }

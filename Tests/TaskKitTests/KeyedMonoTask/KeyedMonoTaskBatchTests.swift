@@ -132,6 +132,32 @@ struct KeyedMonoTaskBatchTests {
         #expect(recorder.calls.count < 200)
     }
 
+    @Test func aKeyArrivingWithinTheQuietPeriodJoinsTheBatch() async throws {
+        // The quiet period is real time: a key asked for 50 ms after the first, as by a caller
+        // whose thread the system preempted, still joins its batch when the period is longer.
+        let recorder = KeyedBatchRecorder()
+        let cache = Cache(
+            maximumEntries: 100, resultExpireDuration: .seconds(10), maximumBatchSize: 100,
+            batchQuietPeriod: .milliseconds(500), clock: ManualClock(), batchLoad: recorder.load
+        )
+        let results = LockedState<[Int: String]>([:])
+        cache.value(for: 1) { result in results.withLock { $0[1] = try? result.get() } }
+        try await Task.sleep(for: .milliseconds(50))
+        cache.value(for: 2) { result in results.withLock { $0[2] = try? result.get() } }
+        await eventually("both answered") { results.withLock { $0.count } == 2 }
+        #expect(recorder.calls.map(Set.init) == [[1, 2]])
+        // Without one, the first key's batch goes once the asking tasks have yielded.
+        let alone = KeyedBatchRecorder()
+        let eager = Cache(
+            maximumEntries: 100, resultExpireDuration: .seconds(10), maximumBatchSize: 100, batchQuietPeriod: .zero,
+            clock: ManualClock(), batchLoad: alone.load
+        )
+        eager.value(for: 1) { _ in }
+        await eventually("the first batch went") { alone.calls.count == 1 }
+        _ = try await eager.value(for: 2)
+        #expect(alone.calls == [[1], [2]])
+    }
+
     @Test func valuesForMakesOneCallForAllMissingKeys() async throws {
         let recorder = KeyedBatchRecorder()
         let cache = Self.make(recorder)
