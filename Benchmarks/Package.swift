@@ -137,6 +137,9 @@ let package = Package(
         .executableTarget(
             name: "ParallelPairs", dependencies: ["SeedWorkloads", .product(name: "TaskKit", package: "TaskKit")]
         ),
+        // An upstream outage under a KeyedMonoTask, with and without a fail-safe (issue 51):
+        // `swift run -c release CacheOutage [seconds]`.
+        .executableTarget(name: "CacheOutage", dependencies: [.product(name: "TaskKit", package: "TaskKit")]),
         // PostgresSingleFlight: distinct keys per second with 8 processes (copies of itself).
         .executableTarget(
             name: "PostgresThroughput",

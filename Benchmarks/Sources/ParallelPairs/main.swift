@@ -26,8 +26,9 @@ let naiveHitCache = NaiveKeyedCache { $0 }
 /// The same cache with every cache policy of issue 51 on (a hit costs at most 1.2x one without).
 let policyHitCache = KeyedMonoTask<Int, Int>(
     maximumEntries: keyCount, resultExpireDuration: .seconds(3_600), staleWhileRevalidate: .seconds(60),
-    failSafe: FailSafe(maximumStaleness: .seconds(86_400)), expiry: { _, _ in nil },
-    failureExpiry: { _, _ in .seconds(30) }
+    refreshAhead: .fraction(0.9), expiryJitter: .seconds(60), failSafe: FailSafe(maximumStaleness: .seconds(86_400)),
+    expiry: { _, _ in nil }, failureExpiry: { _, _ in .seconds(30) }, tags: { key, _ in ["group:\(key % 10)"] },
+    onRemoval: { _, _, _ in }
 ) { $0 }
 /// How a server usually holds a cache: a `let` of a long-lived object, read from its methods.
 final class UserService: Sendable {
@@ -105,7 +106,7 @@ func pair(_ title: String, unit: String, scale: Double, rounds: Int, _ contender
 
 /// Loader calls per round, by contender.
 final class LoaderCalls: Sendable {
-    let counts = Mutex<[[Int: Int]]>([[:], [:], [:], [:], [:]])
+    let counts = Mutex<[[Int: Int]]>([[:], [:], [:], [:], [:], [:]])
     func record(_ contender: Int, _ calls: Int) { counts.withLock { $0[contender][calls, default: 0] += 1 } }
     func histogram(_ contender: Int) -> String {
         counts.withLock { $0[contender] }.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
@@ -175,6 +176,11 @@ case "fan-out":
             loaderCalls.record(4, await dataLoaderFanOut(callers: .inCancellationHandler))
             return 1_000
         },
+        // Before issue 51: the yields alone decide when a batch goes.
+        Contender(name: "KeyedMonoTask, batchQuietPeriod .zero") {
+            loaderCalls.record(5, await keyedMonoTaskBatchedFanOut(quietPeriod: .zero))
+            return 1_000
+        },
     ])
     print("loader calls per round of 1,000 keys (calls: rounds):")
     print("  KeyedMonoTask batched:", loaderCalls.histogram(0))
@@ -182,6 +188,7 @@ case "fan-out":
     print("  KeyedMonoTask, batchWindow 1 ms:", loaderCalls.histogram(2))
     print("  hand-written DataLoader, cancellable callers:", loaderCalls.histogram(3))
     print("  hand-written DataLoader, callers in a no-op cancellation handler:", loaderCalls.histogram(4))
+    print("  KeyedMonoTask, batchQuietPeriod .zero:", loaderCalls.histogram(5))
 case "taskmanager":
     // Issue 37's bars, on every worker: TaskManager with one pass-through interceptor against a
     // task group over the same task objects.

@@ -68,11 +68,13 @@ public let fanOutExpectedSum = (0..<fanOutKeys).reduce(0, +)
 
 /// One round through a new `KeyedMonoTask` with a batch loader (batches of `fanOutBatchSize`);
 /// returns the backend calls made.
-public func keyedMonoTaskBatchedFanOut(batchWindow: Duration = .zero) async -> Int {
+public func keyedMonoTaskBatchedFanOut(
+    batchWindow: Duration = .zero, quietPeriod: Duration = .microseconds(100)
+) async -> Int {
     let backend = FanOutBackend()
     let cache = KeyedMonoTask<Int, Int>(
         maximumEntries: fanOutKeys, resultExpireDuration: .seconds(60), maximumBatchSize: fanOutBatchSize,
-        batchWindow: batchWindow
+        batchWindow: batchWindow, batchQuietPeriod: quietPeriod
     ) { keys in
         backend.load(keys)
     }
