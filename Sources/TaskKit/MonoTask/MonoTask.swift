@@ -402,6 +402,19 @@ public final class MonoTask<TaskResult: Sendable>: Sendable {
 
     // MARK: Cache control
 
+    /// Puts `value` as the cached value, as if a load had just returned it (a write-through after
+    /// an update): it replaces the cached value, with its time to live (`expiry`, if given, is
+    /// asked about it on the calling thread, before any lock) and refresh point, and ends a kept
+    /// failure and a fail-safe. A load in progress still delivers its result to the callers
+    /// waiting for it, but does not store it over this one. Nothing is cached when a loaded value
+    /// would not be (a `resultExpireDuration` of `.zero` and no `expiry`).
+    public func put(_ value: TaskResult) {
+        let expiresIn = expiry?(value)
+        let now = time.now()
+        let replaced = state.withLock { $0.machine.put(value, expiresIn: expiresIn, now: now) }
+        withExtendedLifetime(replaced) {}  // its deinit is user code: after the lock
+    }
+
     /// Drops the cached value and decides what happens to a load in progress.
     ///
     /// - Parameters:

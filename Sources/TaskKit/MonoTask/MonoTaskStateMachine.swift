@@ -73,6 +73,9 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         @usableFromInline var flight: SingleFlight<Waiter>
         /// `clearResult(.restart)` arrived: discard this load's result and start a fresh load.
         @usableFromInline var restartPending: Bool
+        /// `false` once ``put(_:expiresIn:now:)`` stored a value while it ran: its result goes to
+        /// its waiters but is not stored over the value put (nor kept as a failure).
+        @usableFromInline var stores = true
     }
 
     @usableFromInline
@@ -232,6 +235,37 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
         return .enqueued(startRun: nil, softTimeout: softTimeout)
     }
 
+    /// Puts `value` as the cached value at `now` (a write-through after an update), as a load
+    /// that finished would store it: it replaces the cached value, ends a kept failure and a
+    /// fail-safe, and a load in flight delivers its result to its own waiters without storing
+    /// it. Returns the value it replaced, to be destroyed after the lock.
+    mutating func put(_ value: Value, expiresIn: Duration?, now: Duration) -> Cached? {
+        let old = cached
+        keptFailure = nil
+        cached = stored(value, expiresIn: expiresIn, now: now)
+        if execution != nil { execution!.stores = false }
+        return old
+    }
+
+    /// `value` as stored at `now`: its time to live (its own `expiresIn`, or the configured one)
+    /// shortened by the jitter, its refresh point; `nil` when it is not kept at all (a zero
+    /// time to live: callers are still merged, and an older value is dropped).
+    @usableFromInline
+    func stored(_ value: Value, expiresIn: Duration?, now: Duration) -> Cached? {
+        var lifetime = expiresIn.map { max($0, .zero) } ?? configuration.timeToLive
+        if let kept = lifetime, kept > .zero, configuration.expiryJitter > .zero {
+            // Shortened at random, so that tasks loaded together do not expire together.
+            var randomness = configuration.jitter  // copies share one generator
+            let cut = Int64.random(in: 0...configuration.expiryJitter.keyedMonoTaskNanoseconds, using: &randomness)
+            lifetime = max(kept - .nanoseconds(cut), .zero)
+        }
+        guard lifetime != .zero else { return nil }
+        return Cached(
+            value: value, refreshAt: configuration.refreshAhead?.due(within: lifetime).map { now + $0 },
+            expiresAt: lifetime.map { now + $0 }
+        )
+    }
+
     /// The soft timeout of waiter `id` ended (it was told `softTimeout` on registration): if it
     /// still waits for the load and the expired value is still within the fail-safe's maximum
     /// staleness, it is taken out, counted, and answered with that value.
@@ -293,7 +327,9 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
                 execution = current
                 return .retry(after: delay)
             }
-            if let stale = failSafeValue(for: error, now: now) {
+            if !current.stores {
+                // A value was put meanwhile: the failure is its waiters' alone.
+            } else if let stale = failSafeValue(for: error, now: now) {
                 // The expired value answers instead of the error, and no failure is kept.
                 keptFailure = nil
                 counters.failSafeHits += current.flight.waiters.count
@@ -303,22 +339,10 @@ struct MonoTaskStateMachine<Value: Sendable, Waiter> {
                 keptFailure = failureExpiresIn.flatMap { $0 > .zero ? (error, now + $0) : nil }
             }
         case .success(let value):
-            keptFailure = nil
-            // A zero time to live keeps nothing (callers still merged), and drops an older value.
-            var lifetime = expiresIn.map { max($0, .zero) } ?? configuration.timeToLive
-            if let kept = lifetime, kept > .zero, configuration.expiryJitter > .zero {
-                // Shortened at random, so that tasks loaded together do not expire together.
-                var randomness = configuration.jitter  // copies share one generator
-                let cut = Int64.random(in: 0...configuration.expiryJitter.keyedMonoTaskNanoseconds, using: &randomness)
-                lifetime = max(kept - .nanoseconds(cut), .zero)
+            if current.stores {
+                keptFailure = nil
+                cached = stored(value, expiresIn: expiresIn, now: now)
             }
-            cached =
-                lifetime == .zero
-                ? nil
-                : Cached(
-                    value: value, refreshAt: configuration.refreshAhead?.due(within: lifetime).map { now + $0 },
-                    expiresAt: lifetime.map { now + $0 }
-                )
         }
         let waiters = Self.waiters(of: current.flight.waiters)
         var next: Generation?

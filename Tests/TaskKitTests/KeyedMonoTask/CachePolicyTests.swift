@@ -386,6 +386,27 @@ struct CachePolicyTests {
         #expect(loads.withLock { $0 } == 1)
     }
 
+    @Test func monoTaskServesAPutValueAndALoadInFlightDoesNotOverwriteIt() async throws {
+        let clock = ManualClock()
+        let gate = TestGate()
+        let loads = Mutex(0)
+        let settings = MonoTask<String>(resultExpireDuration: .seconds(60), clock: clock) {
+            loads.withLock { $0 += 1 }
+            await gate.wait()
+            return .success("loaded")
+        }
+        settings.put("written")  // a write-through: no load
+        #expect(try await settings.executeThrows() == "written")
+        let waiting = Task { try await settings.executeThrows(forceUpdate: true) }
+        await eventually("the load started") { loads.withLock { $0 } == 1 }
+        settings.put("written again")
+        #expect(try await settings.executeThrows() == "written again")  // a hit, while the load runs
+        gate.open()
+        #expect(try await waiting.boundedValue() == "loaded")  // its caller gets its result
+        #expect(settings.currentResult == "written again")  // not stored over the value put
+        #expect(loads.withLock { $0 } == 1)
+    }
+
     @Test func keyedMonoTaskInvalidatesEveryKeyAPredicateSelects() async throws {
         struct Key: Hashable, Sendable { var user: Int; var item: Int }
         let cache = KeyedMonoTask<Key, String>(maximumEntries: 10_000, resultExpireDuration: .seconds(60)) { key in

@@ -54,6 +54,27 @@ import TaskKitTestSupport
         #expect(m.counters.merges == 2)
     }
 
+    @Test func aPutValueReplacesTheCachedOneAndALoadInFlightDoesNotStoreOverIt() {
+        var m = Self.machine(ttl: .seconds(10))
+        _ = m.put(1, expiresIn: nil, now: .zero)
+        #expect(m.currentValue(now: .seconds(9)) == 1 && m.currentValue(now: .seconds(10)) == nil)
+        // A forced load runs; a put meanwhile wins over its result, which goes to its waiter.
+        let run = Self.started(Self.call(&m, "a", force: true, at: .seconds(1)))!
+        #expect(m.put(2, expiresIn: .seconds(30), now: .seconds(2))?.value == 1)
+        let done = Self.finished(m.attemptFinished(generation: run, result: .success(3), now: .seconds(3)))
+        #expect(done?.waiters == ["a"] && done?.value == 3)
+        #expect(m.currentValue(now: .seconds(31)) == 2)  // its own 30 s from the put
+        // Its failure is its waiter's alone: nothing kept, no fail-safe, the value stays.
+        let second = Self.started(Self.call(&m, "b", force: true, at: .seconds(4)))!
+        _ = m.put(4, expiresIn: nil, now: .seconds(4))
+        _ = m.attemptFinished(generation: second, result: .failure(Boom()), failureExpiresIn: .seconds(60), now: .seconds(5))
+        #expect(m.keptFailure == nil && m.currentValue(now: .seconds(5)) == 4)
+        // The next load stores again.
+        let third = Self.started(Self.call(&m, "c", force: true, at: .seconds(6)))!
+        _ = m.attemptFinished(generation: third, result: .success(5), now: .seconds(6))
+        #expect(m.currentValue(now: .seconds(6)) == 5)
+    }
+
     @Test func successIsCachedForTheTTLCountedFromCompletion() {
         var m = Self.machine(ttl: .seconds(10))
         Self.call(&m, "a", at: .zero)
