@@ -122,6 +122,7 @@ let package = Package(
                 "TaskKit",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
         .target(

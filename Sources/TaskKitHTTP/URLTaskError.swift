@@ -11,6 +11,10 @@ public enum URLTaskError: Error, Sendable, Hashable, CustomStringConvertible {
     case unsupportedURL(URL?)
     /// The transport returned a response that is not an `HTTPURLResponse`.
     case notHTTPResponse
+    /// With a ``HostConcurrencyLimit``: every slot of `host` (its host and port, as
+    /// `"api.example.com:443"`) was taken and `maximumQueued` attempts already waited for one;
+    /// this attempt was not sent.
+    case hostQueueFull(host: String, maximumQueued: Int)
 
     /// A sentence naming the case and what went wrong.
     public var description: String {
@@ -19,6 +23,8 @@ public enum URLTaskError: Error, Sendable, Hashable, CustomStringConvertible {
             return "URLTaskError.unsupportedURL: only http and https URLs can be sent, got \(url?.absoluteString ?? "no URL")"
         case .notHTTPResponse:
             return "URLTaskError.notHTTPResponse: the transport returned a response that is not HTTP"
+        case .hostQueueFull(let host, let maximumQueued):
+            return "URLTaskError.hostQueueFull: every slot of \(host) is taken and \(maximumQueued) requests already wait; nothing was sent"
         }
     }
 }

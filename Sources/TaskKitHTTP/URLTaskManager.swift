@@ -30,9 +30,9 @@ import FoundationNetworking
 ///   `URLRequest.timeoutInterval`, which FoundationNetworking truncates to whole seconds). On
 ///   expiry the request is cancelled and the caller gets `TaskError.timedOut`.
 /// - **Logging.** Each request's life is logged at `.debug` through the injected logger (silent
-///   by default), one record per step with an `event` metadata key: `adapted`, `sent`,
-///   `retried`, `replayed`, `completed`, and `reacted` / `requeued` for reactors. Nothing is built
-///   when the logger's level is above `.debug`.
+///   by default), one record per step with an `event` metadata key: `adapted`, `queued` (with a
+///   ``HostConcurrencyLimit``), `sent`, `retried`, `replayed`, `completed`, and `reacted` /
+///   `requeued` for reactors. Nothing is built when the logger's level is above `.debug`.
 public final class URLTaskManager: Sendable {
     /// The task manager requests run on: its handles, cancellation, deadlines, holds and
     /// reactions apply to every request. Not public: a caller could shut it down or add unrelated
@@ -46,6 +46,8 @@ public final class URLTaskManager: Sendable {
     public let defaultTimeout: Duration?
 
     private let pipeline: URLTaskPipeline
+    /// The slots of each host, with `hostConcurrency:`; `nil` without.
+    var hostLimiter: HostConcurrencyLimiter? { pipeline.hostLimiter }
     /// The flights of identical requests, with `coalescing:`; `nil` without.
     let coalescer: RequestCoalescer?
 
@@ -59,6 +61,9 @@ public final class URLTaskManager: Sendable {
     ///     for any server you do not control) `AsyncHTTPClientTransport` from
     ///     `TaskKitAsyncHTTPClient`.
     ///   - maximumConcurrentTasks: the most requests in flight at once; `nil` for no limit.
+    ///   - hostConcurrency: With a limit, at most ``HostConcurrencyLimit/maximumInFlight``
+    ///     attempts go to one host at once, and the others wait in a bounded first-in, first-out
+    ///     queue per host (see ``HostConcurrencyLimit``); `nil` (default): no limit per host.
     ///   - timeout: the default deadline of each request; `nil` for none.
     ///   - coalescing: With a configuration, identical eligible requests sent through
     ///     ``data(for:timeout:)`` or ``response(for:timeout:)`` while one is in flight share its
@@ -71,7 +76,10 @@ public final class URLTaskManager: Sendable {
     ///     `MetricsSystem` with the dimension `("name", metricsLabel)`: `taskkit_http_requests`
     ///     (`method`, and `status`: `1xx` … `5xx` or `error`; once per request, with its final
     ///     outcome), `taskkit_http_retries`, `taskkit_http_token_refreshes`,
-    ///     `taskkit_http_request_duration`, and the metrics of the `TaskManager` it runs requests on,
+    ///     `taskkit_http_request_duration`; with `hostConcurrency:`, `taskkit_http_host_queued` (a
+    ///     meter: attempts waiting for a slot), `taskkit_http_host_queue_wait` (a timer: how long
+    ///     each attempt that waited waited) and `taskkit_http_host_queue_rejections` (attempts
+    ///     refused by a full queue); and the metrics of the `TaskManager` it runs requests on,
     ///     under the same label.
     ///     `nil` (default): no metric objects, no cost.
     ///   - tracing: With a tracer (`.distributedTracing` from `TaskKitTracing`), each attempt is an
@@ -87,6 +95,7 @@ public final class URLTaskManager: Sendable {
         reactors: [any URLTaskReactor] = [],
         transport: any HTTPTransport,
         maximumConcurrentTasks: Int? = nil,
+        hostConcurrency: HostConcurrencyLimit? = nil,
         timeout: Duration? = nil,
         coalescing: URLTaskCoalescing? = nil,
         shutdownGracePeriod: Duration = .seconds(10),
@@ -108,7 +117,8 @@ public final class URLTaskManager: Sendable {
         }
         self.pipeline = URLTaskPipeline(
             interceptors: interceptors, transport: transport, clock: clock, logger: logger,
-            metrics: metricsLabel.map { URLTaskMetrics(label: $0) }, tracer: tracing.tracer
+            metrics: metricsLabel.map { URLTaskMetrics(label: $0) }, tracer: tracing.tracer,
+            hostLimiter: hostConcurrency.map { HostConcurrencyLimiter(limit: $0, clock: clock, metricsLabel: metricsLabel) }
         )
         self.taskManager = TaskManager(
             interceptors: interceptors.map { $0 as any Interceptor },

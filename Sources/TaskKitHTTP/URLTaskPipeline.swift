@@ -21,13 +21,17 @@ final class URLTaskPipeline: Sendable {
     let metrics: URLTaskMetrics?
     /// The tracing seam, with a `tracing:` other than `.none`; `nil` (no span) without.
     let tracer: (any TaskTracer)?
+    /// The slots of each host, with a `hostConcurrency:` limit; `nil` without.
+    let hostLimiter: HostConcurrencyLimiter?
     private let requestCounter = Atomic<UInt64>(0)
 
     init(
         interceptors: [any URLTaskInterceptor], transport: any HTTPTransport, clock: any Clock<Duration>,
-        logger: Logger, metrics: URLTaskMetrics? = nil, tracer: (any TaskTracer)? = nil
+        logger: Logger, metrics: URLTaskMetrics? = nil, tracer: (any TaskTracer)? = nil,
+        hostLimiter: HostConcurrencyLimiter? = nil
     ) {
         self.metrics = metrics
+        self.hostLimiter = hostLimiter
         self.tracer = tracer
         self.interceptors = interceptors
         self.transport = transport
@@ -88,15 +92,14 @@ final class URLTaskPipeline: Sendable {
             log?.record(.adapted, attempt: attempt, request: request)
 
             let outcome: Result<URLTaskResponse, any Error>
-            if let tracer {
-                outcome = await send(request, attempt: attempt, tracer: tracer)
+            if let hostLimiter, let host = HostConcurrencyLimit.host(of: request.url) {
+                // The slot is held only while the transport sends this attempt.
+                let waited = try await hostLimiter.acquire(host: host)
+                if let waited { log?.record(.queued, attempt: attempt, request: request, delay: waited) }
+                outcome = await send(request, attempt: attempt, waited: waited)
+                hostLimiter.release(host: host)
             } else {
-                do {
-                    let (data, response) = try await transport.send(request)
-                    outcome = .success(URLTaskResponse(data: data, response: response))
-                } catch {
-                    outcome = .failure(error)
-                }
+                outcome = await send(request, attempt: attempt, waited: nil)
             }
             log?.record(.sent, attempt: attempt, outcome: outcome)
             if Task.isCancelled {
@@ -139,14 +142,28 @@ final class URLTaskPipeline: Sendable {
         }
     }
 
+    /// Sends one attempt through the transport (inside a span, with a tracer); `waited`: how long
+    /// it waited for a slot of its host, if it did.
+    private func send(_ request: URLRequest, attempt: Int, waited: Duration?) async -> Result<URLTaskResponse, any Error> {
+        if let tracer { return await send(request, attempt: attempt, waited: waited, tracer: tracer) }
+        do {
+            let (data, response) = try await transport.send(request)
+            return .success(URLTaskResponse(data: data, response: response))
+        } catch {
+            return .failure(error)
+        }
+    }
+
     /// Sends one attempt inside an OpenTelemetry HTTP client span named by the method, with
     /// `http.request.method`, `url.full`, `http.request.resend_count` (from the second attempt
     /// on) and `http.response.status_code`. The span's propagation headers (W3C `traceparent`
     /// with a W3C instrument) go with the request, and the span is current while the transport
     /// sends (a transport that traces, such as AsyncHTTPClient, starts its span under it). A
     /// failure without a response, or a 4xx/5xx status, sets the error status and `error.type`.
+    /// An attempt that waited for a slot of its host has the event `taskkit.http.host_slot_waited`
+    /// and the attribute `taskkit.http.host_queue_wait_ms` (whole milliseconds).
     private func send(
-        _ request: URLRequest, attempt: Int, tracer: any TaskTracer
+        _ request: URLRequest, attempt: Int, waited: Duration?, tracer: any TaskTracer
     ) async -> Result<URLTaskResponse, any Error> {
         let method = request.httpMethod ?? "GET"
         let span = tracer.startSpan(method, kind: .client, parent: tracer.currentContext())
@@ -154,6 +171,11 @@ final class URLTaskPipeline: Sendable {
         span.setAttribute("http.request.method", method)
         if let url = request.url { span.setAttribute("url.full", url.absoluteString) }
         if attempt > 1 { span.setAttribute("http.request.resend_count", attempt - 1) }
+        if let waited {
+            span.addEvent("taskkit.http.host_slot_waited")
+            let (seconds, attoseconds) = waited.components
+            span.setAttribute("taskkit.http.host_queue_wait_ms", Int(seconds) * 1_000 + Int(attoseconds / 1_000_000_000_000_000))
+        }
         var request = request
         for header in span.propagationHeaders() {
             request.setValue(header.value, forHTTPHeaderField: header.name)
@@ -194,6 +216,8 @@ struct URLTaskLog {
         case adapted
         /// The attempt was sent and a response (any status) or an error came back.
         case sent
+        /// The attempt waited for a slot of its host (``HostConcurrencyLimit``); `delay` says how long.
+        case queued
         /// An interceptor asked for another attempt because this one failed.
         case retried
         /// An interceptor asked for the request to be sent again with changes (a new token).

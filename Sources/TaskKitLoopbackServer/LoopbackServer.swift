@@ -22,6 +22,7 @@ import Foundation
 /// | `GET /search?q=Q` | a JSON array of results for `Q` |
 /// | `POST /analytics` | accepts a JSON array of events, counts them (``analyticsEventCount()``) |
 /// | `GET /hello` | 200 with a short text body (benchmarks) |
+/// | `GET /concurrent?ms=N` | 200 after `N` ms (default 10); counts the requests it works on at once, per `Host` header (``concurrency(host:)``) |
 /// | `GET /status?code=N` | an empty response with status `N` |
 /// | `GET /headers?code=N` | the request's headers, one `name: value` line each (names lowercased, sorted), with status `N` (default 200) |
 /// | ``truncatedURL`` | a 200 header announcing 1,000 bytes, 10 bytes of body, then the connection closes |
@@ -40,7 +41,7 @@ import Foundation
 public final class LoopbackServer: Sendable {
     /// The endpoints whose hits are counted.
     public enum Endpoint: String, Sendable, Hashable, CaseIterable {
-        case token, protected, flaky, ratelimited, slow, profile, search, analytics, hello, status, headers
+        case token, protected, flaky, ratelimited, slow, profile, search, analytics, hello, status, headers, concurrent
         case truncated, garbage
         /// Any ``misbehavingURL(_:)``.
         case misbehaving
@@ -124,6 +125,20 @@ public final class LoopbackServer: Sendable {
 
     /// Every answered request of the `flight` keep-alive endpoint, in the order they ended.
     public func flightIntervals() async -> [FlightInterval] { await state.flightIntervals }
+
+    /// What `GET /concurrent` saw of one host.
+    public struct Concurrency: Sendable, Equatable {
+        /// The requests it works on now.
+        public var inFlight = 0
+        /// The most it worked on at once.
+        public var peak = 0
+        /// How many it read.
+        public var total = 0
+    }
+
+    /// What `GET /concurrent` saw of the requests whose `Host` header is `host` (as
+    /// `"127.0.0.1:54321"`).
+    public func concurrency(host: String) async -> Concurrency { await state.concurrency[host, default: Concurrency()] }
 
     /// The base URL of the well-formed endpoints, e.g. `http://127.0.0.1:54321`.
     public let baseURL: URL
@@ -238,6 +253,7 @@ actor ServerState {
     var keepAliveHits: [String: Int] = [:]
     var flightIntervals: [LoopbackServer.FlightInterval] = []
     var flightAttempts: [String: Int] = [:]
+    var concurrency: [String: LoopbackServer.Concurrency] = [:]
     /// The held `GET /profile` requests while ``LoopbackServer/holdProfiles()`` holds them;
     /// `nil` when they are not held.
     var heldProfiles: [CheckedContinuation<Void, Never>]?
@@ -323,6 +339,14 @@ actor ServerState {
     }
 
     func recordAnalytics(_ count: Int) { analyticsEvents += count }
+
+    func concurrentStarted(host: String) {
+        concurrency[host, default: LoopbackServer.Concurrency()].inFlight += 1
+        concurrency[host]!.total += 1
+        concurrency[host]!.peak = max(concurrency[host]!.peak, concurrency[host]!.inFlight)
+    }
+
+    func concurrentEnded(host: String) { concurrency[host]!.inFlight -= 1 }
 
     func install(on server: HTTPServer) async {
         await server.appendRoute("POST /token") { [self] _ in
@@ -418,6 +442,15 @@ actor ServerState {
         await server.appendRoute("GET /hello") { [self] _ in
             await hit(.hello)
             return HTTPResponse(statusCode: .ok, body: Data("hello".utf8))
+        }
+        await server.appendRoute("GET /concurrent") { [self] request in
+            await hit(.concurrent)
+            let host = request.headers[HTTPHeader("Host")] ?? "-"
+            await concurrentStarted(host: host)
+            let milliseconds = Int(request.query["ms"] ?? "") ?? 10
+            try? await Task.sleep(for: .milliseconds(milliseconds))
+            await concurrentEnded(host: host)
+            return HTTPResponse(statusCode: .ok, body: Data("concurrent".utf8))
         }
         await server.appendRoute("GET /headers") { [self] request in
             await hit(.headers)

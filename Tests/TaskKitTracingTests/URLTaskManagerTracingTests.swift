@@ -4,7 +4,7 @@ import Foundation
 import InMemoryTracing
 import TaskKit
 import TaskKitAsyncHTTPClient
-import TaskKitHTTP
+@testable import TaskKitHTTP
 import TaskKitLoopbackServer
 import TaskKitTestSupport
 import TaskKitTracing
@@ -148,6 +148,35 @@ import FoundationNetworking
             let attempt = try #require(spans.first { $0.kind == .client })
             #expect(attempt.parentSpanID == task.spanID)
             #expect(traceparents(in: body) == ["00-\(attempt.traceID)-\(attempt.spanID)-01"])
+        }
+    }
+
+    @Test("an attempt that waited for a slot of its host has the event and the wait", arguments: Transport.allCases)
+    func hostSlotWait(transport: Transport) async throws {
+        try await withServer { server in
+            await server.updateKnobs { $0.profileDelay = 0 }
+            await server.holdProfiles()
+            let tracer = W3CInMemoryTracer()
+            let manager = URLTaskManager(
+                transport: transport.make(), hostConcurrency: HostConcurrencyLimit(maximumInFlight: 1),
+                timeout: TestDeadline.scaled(.seconds(60)), tracing: .distributedTracing(tracer: tracer)
+            )
+            let limiter = try #require(manager.hostLimiter)
+            let host = try #require(HostConcurrencyLimit.host(of: server.baseURL))
+            let first = Task { try await manager.data(for: URLRequest(url: server.url("/profile?user=first"))) }
+            await eventually("the first request has the slot", pollingEvery: .milliseconds(2)) { limiter.inFlight(to: host) == 1 }
+            let secondURL = server.url("/profile?user=second")
+            let second = Task { try await manager.data(for: URLRequest(url: secondURL)) }
+            await eventually("the second request waits", pollingEvery: .milliseconds(2)) { limiter.waiting(for: host) == 1 }
+            await server.releaseProfiles()
+            _ = try await first.boundedValue()
+            _ = try await second.boundedValue()
+            let attempts = tracer.finishedSpans.filter { $0.kind == .client }
+            #expect(attempts.count == 2)
+            let waited = attempts.filter { span in span.events.contains { $0.name == "taskkit.http.host_slot_waited" } }
+            #expect(waited.count == 1)
+            #expect(waited.first?.attributes.get("url.full") == .string(secondURL.absoluteString))
+            #expect(waited.first?.attributes.get("taskkit.http.host_queue_wait_ms") != nil)
         }
     }
 
