@@ -15,6 +15,10 @@ public enum URLTaskError: Error, Sendable, Hashable, CustomStringConvertible {
     /// `"api.example.com:443"`) was taken and `maximumQueued` attempts already waited for one;
     /// this attempt was not sent.
     case hostQueueFull(host: String, maximumQueued: Int)
+    /// With a ``CircuitBreakerPolicy``: the circuit of `host` is open (or half-open with its
+    /// probes under way); it is tried again in `retryIn` (zero while probing). This attempt was
+    /// not sent.
+    case circuitOpen(host: String, retryIn: Duration)
 
     /// A sentence naming the case and what went wrong.
     public var description: String {
@@ -23,6 +27,8 @@ public enum URLTaskError: Error, Sendable, Hashable, CustomStringConvertible {
             return "URLTaskError.unsupportedURL: only http and https URLs can be sent, got \(url?.absoluteString ?? "no URL")"
         case .notHTTPResponse:
             return "URLTaskError.notHTTPResponse: the transport returned a response that is not HTTP"
+        case .circuitOpen(let host, let retryIn):
+            return "URLTaskError.circuitOpen: the circuit of \(host) is open and is tried again in \(retryIn); nothing was sent"
         case .hostQueueFull(let host, let maximumQueued):
             return "URLTaskError.hostQueueFull: every slot of \(host) is taken and \(maximumQueued) requests already wait; nothing was sent"
         }

@@ -32,7 +32,8 @@ import FoundationNetworking
 /// - **Logging.** Each request's life is logged at `.debug` through the injected logger (silent
 ///   by default), one record per step with an `event` metadata key: `adapted`, `queued` (with a
 ///   ``HostConcurrencyLimit``), `sent`, `retried`, `replayed`, `completed`, and `reacted` /
-///   `requeued` for reactors. Nothing is built when the logger's level is above `.debug`.
+///   `requeued` for reactors; with a ``CircuitBreakerPolicy``, `circuit` when a host's circuit
+///   changes. Nothing is built when the logger's level is above `.debug`.
 public final class URLTaskManager: Sendable {
     /// The task manager requests run on: its handles, cancellation, deadlines, holds and
     /// reactions apply to every request. Not public: a caller could shut it down or add unrelated
@@ -48,6 +49,8 @@ public final class URLTaskManager: Sendable {
     private let pipeline: URLTaskPipeline
     /// The slots of each host, with `hostConcurrency:`; `nil` without.
     var hostLimiter: HostConcurrencyLimiter? { pipeline.hostLimiter }
+    /// The circuits of each host, with `circuitBreaker:`; `nil` without.
+    var circuitBreaker: CircuitBreaker? { pipeline.circuitBreaker }
     /// The flights of identical requests, with `coalescing:`; `nil` without.
     let coalescer: RequestCoalescer?
 
@@ -64,6 +67,9 @@ public final class URLTaskManager: Sendable {
     ///   - hostConcurrency: With a limit, at most ``HostConcurrencyLimit/maximumInFlight``
     ///     attempts go to one host at once, and the others wait in a bounded first-in, first-out
     ///     queue per host (see ``HostConcurrencyLimit``); `nil` (default): no limit per host.
+    ///   - circuitBreaker: With a policy, a host whose attempts fail too often gets no attempt for
+    ///     a while: they fail at once with ``URLTaskError/circuitOpen(host:retryIn:)`` (see
+    ///     ``CircuitBreakerPolicy``); `nil` (default): every attempt goes out.
     ///   - timeout: the default deadline of each request; `nil` for none.
     ///   - coalescing: With a configuration, identical eligible requests sent through
     ///     ``data(for:timeout:)`` or ``response(for:timeout:)`` while one is in flight share its
@@ -79,7 +85,9 @@ public final class URLTaskManager: Sendable {
     ///     `taskkit_http_request_duration`; with `hostConcurrency:`, `taskkit_http_host_queued` (a
     ///     meter: attempts waiting for a slot), `taskkit_http_host_queue_wait` (a timer: how long
     ///     each attempt that waited waited) and `taskkit_http_host_queue_rejections` (attempts
-    ///     refused by a full queue); and the metrics of the `TaskManager` it runs requests on,
+    ///     refused by a full queue); with `circuitBreaker:`, `taskkit_http_circuit_transitions`
+    ///     (by `state`: `open`, `half_open`, `closed`) and `taskkit_http_circuit_rejections`
+    ///     (attempts refused by an open circuit); and the metrics of the `TaskManager` it runs requests on,
     ///     under the same label.
     ///     `nil` (default): no metric objects, no cost.
     ///   - tracing: With a tracer (`.distributedTracing` from `TaskKitTracing`), each attempt is an
@@ -96,6 +104,7 @@ public final class URLTaskManager: Sendable {
         transport: any HTTPTransport,
         maximumConcurrentTasks: Int? = nil,
         hostConcurrency: HostConcurrencyLimit? = nil,
+        circuitBreaker: CircuitBreakerPolicy? = nil,
         timeout: Duration? = nil,
         coalescing: URLTaskCoalescing? = nil,
         shutdownGracePeriod: Duration = .seconds(10),
@@ -118,7 +127,10 @@ public final class URLTaskManager: Sendable {
         self.pipeline = URLTaskPipeline(
             interceptors: interceptors, transport: transport, clock: clock, logger: logger,
             metrics: metricsLabel.map { URLTaskMetrics(label: $0) }, tracer: tracing.tracer,
-            hostLimiter: hostConcurrency.map { HostConcurrencyLimiter(limit: $0, clock: clock, metricsLabel: metricsLabel) }
+            hostLimiter: hostConcurrency.map { HostConcurrencyLimiter(limit: $0, clock: clock, metricsLabel: metricsLabel) },
+            circuitBreaker: circuitBreaker.map {
+                CircuitBreaker(policy: $0, clock: clock, logger: logger, metricsLabel: metricsLabel)
+            }
         )
         self.taskManager = TaskManager(
             interceptors: interceptors.map { $0 as any Interceptor },

@@ -23,15 +23,18 @@ final class URLTaskPipeline: Sendable {
     let tracer: (any TaskTracer)?
     /// The slots of each host, with a `hostConcurrency:` limit; `nil` without.
     let hostLimiter: HostConcurrencyLimiter?
+    /// The circuits of each host, with a `circuitBreaker:` policy; `nil` without.
+    let circuitBreaker: CircuitBreaker?
     private let requestCounter = Atomic<UInt64>(0)
 
     init(
         interceptors: [any URLTaskInterceptor], transport: any HTTPTransport, clock: any Clock<Duration>,
         logger: Logger, metrics: URLTaskMetrics? = nil, tracer: (any TaskTracer)? = nil,
-        hostLimiter: HostConcurrencyLimiter? = nil
+        hostLimiter: HostConcurrencyLimiter? = nil, circuitBreaker: CircuitBreaker? = nil
     ) {
         self.metrics = metrics
         self.hostLimiter = hostLimiter
+        self.circuitBreaker = circuitBreaker
         self.tracer = tracer
         self.interceptors = interceptors
         self.transport = transport
@@ -91,16 +94,7 @@ final class URLTaskPipeline: Sendable {
             try Self.validate(request)
             log?.record(.adapted, attempt: attempt, request: request)
 
-            let outcome: Result<URLTaskResponse, any Error>
-            if let hostLimiter, let host = HostConcurrencyLimit.host(of: request.url) {
-                // The slot is held only while the transport sends this attempt.
-                let waited = try await hostLimiter.acquire(host: host)
-                if let waited { log?.record(.queued, attempt: attempt, request: request, delay: waited) }
-                outcome = await send(request, attempt: attempt, waited: waited)
-                hostLimiter.release(host: host)
-            } else {
-                outcome = await send(request, attempt: attempt, waited: nil)
-            }
+            let outcome = try await sendGuarded(request, attempt: attempt, log: log)
             log?.record(.sent, attempt: attempt, outcome: outcome)
             if Task.isCancelled {
                 log?.record(.completed, attempt: attempt, outcome: outcome)
@@ -140,6 +134,31 @@ final class URLTaskPipeline: Sendable {
                 try await clock.sleep(for: delay)
             }
         }
+    }
+
+    /// Sends one attempt through the guards of its host: the circuit breaker admits it (or
+    /// throws ``URLTaskError/circuitOpen(host:retryIn:)``), then it takes a slot of the host
+    /// (waiting in its queue, or throwing), which it holds only while the transport sends it; the
+    /// circuit counts the outcome unless the request was cancelled meanwhile.
+    private func sendGuarded(_ request: URLRequest, attempt: Int, log: URLTaskLog?) async throws -> Result<URLTaskResponse, any Error> {
+        guard hostLimiter != nil || circuitBreaker != nil, let host = HostConcurrencyLimit.host(of: request.url) else {
+            return await send(request, attempt: attempt, waited: nil)
+        }
+        let probe = try circuitBreaker?.admit(host: host) ?? false
+        var waited: Duration?
+        if let hostLimiter {
+            do {
+                waited = try await hostLimiter.acquire(host: host)
+            } catch {
+                circuitBreaker?.record(host: host, probe: probe, outcome: .failure(error), cancelled: true)
+                throw error
+            }
+            if let waited { log?.record(.queued, attempt: attempt, request: request, delay: waited) }
+        }
+        let outcome = await send(request, attempt: attempt, waited: waited)
+        hostLimiter?.release(host: host)
+        circuitBreaker?.record(host: host, probe: probe, outcome: outcome, cancelled: Task.isCancelled)
+        return outcome
     }
 
     /// Sends one attempt through the transport (inside a span, with a tracer); `waited`: how long

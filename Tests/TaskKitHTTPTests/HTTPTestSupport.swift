@@ -172,6 +172,15 @@ func httpTestRetryPolicy(count: Int = 3, jitter: IntervalProxy.Jitter = .none) -
     )
 }
 
+/// Expects `task` to fail with `TaskError.timedOut`.
+func expectTimedOut<T: Sendable>(_ task: Task<T, any Error>, sourceLocation: SourceLocation = #_sourceLocation) async {
+    let error = await #expect(throws: TaskError.self, sourceLocation: sourceLocation) { _ = try await task.boundedValue() }
+    guard case .timedOut? = error else {
+        Issue.record("expected TaskError.timedOut, got \(String(describing: error))", sourceLocation: sourceLocation)
+        return
+    }
+}
+
 extension ManualClock {
     /// Waits (at most 30 s of real time, so a missing sleeper fails the test instead of hanging
     /// it) for a sleeper, moves time to its deadline and returns the delay it slept; `nil`, with

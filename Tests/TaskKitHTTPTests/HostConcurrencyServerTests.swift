@@ -114,11 +114,7 @@ struct HostConcurrencyServerTests {
 
             await eventually("the deadline sleeps on the clock", pollingEvery: .milliseconds(2)) { clock.sleeperCount == 1 }
             clock.advance(by: .seconds(1))
-            let timeout = await #expect(throws: TaskError.self) { _ = try await timed.boundedValue() }
-            guard case .timedOut? = timeout else {
-                Issue.record("expected TaskError.timedOut, got \(String(describing: timeout))")
-                return
-            }
+            await expectTimedOut(timed)
             #expect(limiter.waiting(for: host) == 1, "the timed-out caller left the queue")
 
             let early = Task {
