@@ -51,6 +51,8 @@ public final class URLTaskManager: Sendable {
     var hostLimiter: HostConcurrencyLimiter? { pipeline.hostLimiter }
     /// The circuits of each host, with `circuitBreaker:`; `nil` without.
     var circuitBreaker: CircuitBreaker? { pipeline.circuitBreaker }
+    /// The retry budgets of each host, with `retryBudget:`; `nil` without.
+    var retryBudget: RetryBudgetLedger? { pipeline.retryBudget }
     /// The flights of identical requests, with `coalescing:`; `nil` without.
     let coalescer: RequestCoalescer?
 
@@ -70,6 +72,10 @@ public final class URLTaskManager: Sendable {
     ///   - circuitBreaker: With a policy, a host whose attempts fail too often gets no attempt for
     ///     a while: they fail at once with ``URLTaskError/circuitOpen(host:retryIn:)`` (see
     ///     ``CircuitBreakerPolicy``); `nil` (default): every attempt goes out.
+    ///   - retryBudget: With a budget, the retries sent to a host stay within a share of the
+    ///     attempts sent to it recently, plus a floor; a retry the budget refuses is not made and
+    ///     the caller gets the failure that asked for it (see ``RetryBudget``); `nil` (default): the
+    ///     retry interceptors alone decide.
     ///   - timeout: the default deadline of each request; `nil` for none.
     ///   - coalescing: With a configuration, identical eligible requests sent through
     ///     ``data(for:timeout:)`` or ``response(for:timeout:)`` while one is in flight share its
@@ -87,7 +93,8 @@ public final class URLTaskManager: Sendable {
     ///     each attempt that waited waited) and `taskkit_http_host_queue_rejections` (attempts
     ///     refused by a full queue); with `circuitBreaker:`, `taskkit_http_circuit_transitions`
     ///     (by `state`: `open`, `half_open`, `closed`) and `taskkit_http_circuit_rejections`
-    ///     (attempts refused by an open circuit); and the metrics of the `TaskManager` it runs requests on,
+    ///     (attempts refused by an open circuit); with `retryBudget:`,
+    ///     `taskkit_http_retry_budget_exhausted` (retries refused by a spent budget); and the metrics of the `TaskManager` it runs requests on,
     ///     under the same label.
     ///     `nil` (default): no metric objects, no cost.
     ///   - tracing: With a tracer (`.distributedTracing` from `TaskKitTracing`), each attempt is an
@@ -105,6 +112,7 @@ public final class URLTaskManager: Sendable {
         maximumConcurrentTasks: Int? = nil,
         hostConcurrency: HostConcurrencyLimit? = nil,
         circuitBreaker: CircuitBreakerPolicy? = nil,
+        retryBudget: RetryBudget? = nil,
         timeout: Duration? = nil,
         coalescing: URLTaskCoalescing? = nil,
         shutdownGracePeriod: Duration = .seconds(10),
@@ -130,7 +138,8 @@ public final class URLTaskManager: Sendable {
             hostLimiter: hostConcurrency.map { HostConcurrencyLimiter(limit: $0, clock: clock, metricsLabel: metricsLabel) },
             circuitBreaker: circuitBreaker.map {
                 CircuitBreaker(policy: $0, clock: clock, logger: logger, metricsLabel: metricsLabel)
-            }
+            },
+            retryBudget: retryBudget.map { RetryBudgetLedger(budget: $0, clock: clock, metricsLabel: metricsLabel) }
         )
         self.taskManager = TaskManager(
             interceptors: interceptors.map { $0 as any Interceptor },

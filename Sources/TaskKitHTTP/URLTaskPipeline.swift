@@ -25,16 +25,20 @@ final class URLTaskPipeline: Sendable {
     let hostLimiter: HostConcurrencyLimiter?
     /// The circuits of each host, with a `circuitBreaker:` policy; `nil` without.
     let circuitBreaker: CircuitBreaker?
+    /// The retry budgets of each host, with a `retryBudget:`; `nil` without.
+    let retryBudget: RetryBudgetLedger?
     private let requestCounter = Atomic<UInt64>(0)
 
     init(
         interceptors: [any URLTaskInterceptor], transport: any HTTPTransport, clock: any Clock<Duration>,
         logger: Logger, metrics: URLTaskMetrics? = nil, tracer: (any TaskTracer)? = nil,
-        hostLimiter: HostConcurrencyLimiter? = nil, circuitBreaker: CircuitBreaker? = nil
+        hostLimiter: HostConcurrencyLimiter? = nil, circuitBreaker: CircuitBreaker? = nil,
+        retryBudget: RetryBudgetLedger? = nil
     ) {
         self.metrics = metrics
         self.hostLimiter = hostLimiter
         self.circuitBreaker = circuitBreaker
+        self.retryBudget = retryBudget
         self.tracer = tracer
         self.interceptors = interceptors
         self.transport = transport
@@ -121,17 +125,31 @@ final class URLTaskPipeline: Sendable {
             case .replay:
                 retries[decider] += 1
                 log?.record(.replayed, attempt: attempt, outcome: outcome, by: interceptors[decider])
-            case .retry:
-                metrics?.retries.increment()
-                retries[decider] += 1
-                delays[decider] = nil
-                log?.record(.retried, attempt: attempt, outcome: outcome, by: interceptors[decider], delay: .zero)
-            case .retryAfter(let delay):
+            case .retry, .retryAfter:
+                // The budget is asked here, where every retry is decided; a replay is not a retry.
+                var granted: (host: String, at: Duration)?
+                if let retryBudget, let host = HostConcurrencyLimit.host(of: request.url) {
+                    guard let at = retryBudget.grantRetry(host: host) else {
+                        log?.record(.retryBudgetExhausted, attempt: attempt, outcome: outcome, by: interceptors[decider])
+                        log?.record(.completed, attempt: attempt, outcome: outcome)
+                        return try outcome.get()
+                    }
+                    granted = (host, at)
+                }
+                let delay: Duration? = if case .retryAfter(let delay) = decision { delay } else { nil }
                 metrics?.retries.increment()
                 retries[decider] += 1
                 delays[decider] = delay
-                log?.record(.retried, attempt: attempt, outcome: outcome, by: interceptors[decider], delay: delay)
-                try await clock.sleep(for: delay)
+                log?.record(.retried, attempt: attempt, outcome: outcome, by: interceptors[decider], delay: delay ?? .zero)
+                if let delay {
+                    do {
+                        try await clock.sleep(for: delay)
+                    } catch {
+                        // The caller left while it waited: the retry was never sent.
+                        if let granted { retryBudget?.takeBack(.retry, host: granted.host, countedAt: granted.at) }
+                        throw error
+                    }
+                }
             }
         }
     }
@@ -139,9 +157,10 @@ final class URLTaskPipeline: Sendable {
     /// Sends one attempt through the guards of its host: the circuit breaker admits it (or
     /// throws ``URLTaskError/circuitOpen(host:retryIn:)``), then it takes a slot of the host
     /// (waiting in its queue, or throwing), which it holds only while the transport sends it; the
-    /// circuit counts the outcome unless the request was cancelled meanwhile.
+    /// circuit counts the outcome unless the request was cancelled meanwhile. The retry budget
+    /// counts the attempt as it is sent, and takes it back if the request was cancelled meanwhile.
     private func sendGuarded(_ request: URLRequest, attempt: Int, log: URLTaskLog?) async throws -> Result<URLTaskResponse, any Error> {
-        guard hostLimiter != nil || circuitBreaker != nil, let host = HostConcurrencyLimit.host(of: request.url) else {
+        guard hostLimiter != nil || circuitBreaker != nil || retryBudget != nil, let host = HostConcurrencyLimit.host(of: request.url) else {
             return await send(request, attempt: attempt, waited: nil)
         }
         let probe = try circuitBreaker?.admit(host: host) ?? false
@@ -155,9 +174,12 @@ final class URLTaskPipeline: Sendable {
             }
             if let waited { log?.record(.queued, attempt: attempt, request: request, delay: waited) }
         }
+        let counted = retryBudget?.attemptSent(host: host)
         let outcome = await send(request, attempt: attempt, waited: waited)
         hostLimiter?.release(host: host)
-        circuitBreaker?.record(host: host, probe: probe, outcome: outcome, cancelled: Task.isCancelled)
+        let cancelled = Task.isCancelled
+        circuitBreaker?.record(host: host, probe: probe, outcome: outcome, cancelled: cancelled)
+        if cancelled, let counted { retryBudget?.takeBack(.attempt, host: host, countedAt: counted) }
         return outcome
     }
 
@@ -241,6 +263,9 @@ struct URLTaskLog {
         case retried
         /// An interceptor asked for the request to be sent again with changes (a new token).
         case replayed
+        /// An interceptor asked for a retry, but the host's ``RetryBudget`` was spent: the outcome
+        /// goes to the caller.
+        case retryBudgetExhausted = "retry_budget_exhausted"
         /// The request's outcome goes to the manager (and its reactors).
         case completed
         /// A ``URLTaskReactor`` reacts to the outcome.
