@@ -853,7 +853,8 @@ extension MonoTaskMetrics {
     func recordRemovals(_ counts: KeyedMonoTaskRemovalCounts) {
         let evicted = counts.evictedForSize + counts.evictedForCost
         if evicted > 0, let evictions { evictions.increment(by: evicted) }
-        guard let removals else { return }
+        // Most critical sections remove nothing: no array of counts is built for them.
+        guard let removals, evicted + counts.expired + counts.invalidated + counts.replaced > 0 else { return }
         let byCause = [counts.expired, counts.evictedForSize, counts.evictedForCost, counts.invalidated, counts.replaced]
         for (counter, count) in zip(removals, byCause) where count > 0 { counter.increment(by: count) }
     }

@@ -892,6 +892,13 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     @inlinable
     mutating func staleHit(_ slot: Int32) -> StartLoad? {
         counters.recordStaleHit()
+        return beginBackgroundLoad(slot)
+    }
+
+    /// Begins a load without waiters of the served value in `slot` (a stale-while-revalidate or
+    /// refresh-ahead reload), unless a load of it is in flight.
+    @inlinable
+    mutating func beginBackgroundLoad(_ slot: Int32) -> StartLoad? {
         guard table.load(of: slot) == 0 else { return nil }
         let key = table[slot].key
         let generation = beginLoad(key: key, hash: table.hash(of: slot), waiters: [])
@@ -903,12 +910,8 @@ struct KeyedMonoTaskStateMachine<Key: Hashable, Value, Waiter> {
     /// flight.
     @usableFromInline
     mutating func refreshAhead(_ slot: Int32) -> StartLoad? {
-        guard table.load(of: slot) == 0 else { return nil }
+        guard var start = beginBackgroundLoad(slot) else { return nil }
         counters.refreshesAhead += 1  // (not inlinable: the setter is internal)
-        let key = table[slot].key
-        let generation = beginLoad(key: key, hash: table.hash(of: slot), waiters: [])
-        table.beginLoad(slot, generation: generation)
-        var start = startLoad(key: key, generation: generation)
         start.refreshesAhead = true
         return start
     }
