@@ -19,6 +19,10 @@ public enum URLTaskError: Error, Sendable, Hashable, CustomStringConvertible {
     /// probes under way); it is tried again in `retryIn` (zero while probing). This attempt was
     /// not sent.
     case circuitOpen(host: String, retryIn: Duration)
+    /// With a ``HostRateLimit``: no token of `host`'s bucket would come within the limit's
+    /// `maximumWait` (the host is busy, or paused by a `Retry-After`); the next token is
+    /// `retryIn` away. This attempt was not sent.
+    case rateLimited(host: String, retryIn: Duration)
 
     /// A sentence naming the case and what went wrong.
     public var description: String {
@@ -29,6 +33,8 @@ public enum URLTaskError: Error, Sendable, Hashable, CustomStringConvertible {
             return "URLTaskError.notHTTPResponse: the transport returned a response that is not HTTP"
         case .circuitOpen(let host, let retryIn):
             return "URLTaskError.circuitOpen: the circuit of \(host) is open and is tried again in \(retryIn); nothing was sent"
+        case .rateLimited(let host, let retryIn):
+            return "URLTaskError.rateLimited: no token of \(host)'s rate limit comes within its maximumWait (the next in \(retryIn)); nothing was sent"
         case .hostQueueFull(let host, let maximumQueued):
             return "URLTaskError.hostQueueFull: every slot of \(host) is taken and \(maximumQueued) requests already wait; nothing was sent"
         }

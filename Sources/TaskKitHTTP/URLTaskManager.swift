@@ -53,6 +53,8 @@ public final class URLTaskManager: Sendable {
     var circuitBreaker: CircuitBreaker? { pipeline.circuitBreaker }
     /// The retry budgets of each host, with `retryBudget:`; `nil` without.
     var retryBudget: RetryBudgetLedger? { pipeline.retryBudget }
+    /// The token buckets of each host, with `rateLimit:`; `nil` without.
+    var rateLimiter: HostRateLimiter? { pipeline.rateLimiter }
     /// The flights of identical requests, with `coalescing:`; `nil` without.
     let coalescer: RequestCoalescer?
 
@@ -69,6 +71,10 @@ public final class URLTaskManager: Sendable {
     ///   - hostConcurrency: With a limit, at most ``HostConcurrencyLimit/maximumInFlight``
     ///     attempts go to one host at once, and the others wait in a bounded first-in, first-out
     ///     queue per host (see ``HostConcurrencyLimit``); `nil` (default): no limit per host.
+    ///   - rateLimit: With a limit, the attempts sent to one host follow a token bucket (a rate
+    ///     and a burst), waiting for a token within their deadline, and a `429` or `503` with
+    ///     `Retry-After` pauses every attempt to that host until then (see ``HostRateLimit``);
+    ///     `nil` (default): no rate limit.
     ///   - circuitBreaker: With a policy, a host whose attempts fail too often gets no attempt for
     ///     a while: they fail at once with ``URLTaskError/circuitOpen(host:retryIn:)`` (see
     ///     ``CircuitBreakerPolicy``); `nil` (default): every attempt goes out.
@@ -94,8 +100,11 @@ public final class URLTaskManager: Sendable {
     ///     refused by a full queue); with `circuitBreaker:`, `taskkit_http_circuit_transitions`
     ///     (by `state`: `open`, `half_open`, `closed`) and `taskkit_http_circuit_rejections`
     ///     (attempts refused by an open circuit); with `retryBudget:`,
-    ///     `taskkit_http_retry_budget_exhausted` (retries refused by a spent budget); and the metrics of the `TaskManager` it runs requests on,
-    ///     under the same label.
+    ///     `taskkit_http_retry_budget_exhausted` (retries refused by a spent budget); with
+    ///     `rateLimit:`, `taskkit_http_rate_limit_tokens`, `taskkit_http_rate_limit_waiting` (a
+    ///     meter), `taskkit_http_rate_limit_wait` (a timer), `taskkit_http_rate_limit_rejections`
+    ///     and `taskkit_http_host_pauses`; and the metrics of the `TaskManager` it runs requests
+    ///     on, under the same label.
     ///     `nil` (default): no metric objects, no cost.
     ///   - tracing: With a tracer (`.distributedTracing` from `TaskKitTracing`), each attempt is an
     ///     OpenTelemetry HTTP client span named by the method (`http.request.method`, `url.full`,
@@ -111,6 +120,7 @@ public final class URLTaskManager: Sendable {
         transport: any HTTPTransport,
         maximumConcurrentTasks: Int? = nil,
         hostConcurrency: HostConcurrencyLimit? = nil,
+        rateLimit: HostRateLimit? = nil,
         circuitBreaker: CircuitBreakerPolicy? = nil,
         retryBudget: RetryBudget? = nil,
         timeout: Duration? = nil,
@@ -139,7 +149,8 @@ public final class URLTaskManager: Sendable {
             circuitBreaker: circuitBreaker.map {
                 CircuitBreaker(policy: $0, clock: clock, logger: logger, metricsLabel: metricsLabel)
             },
-            retryBudget: retryBudget.map { RetryBudgetLedger(budget: $0, clock: clock, metricsLabel: metricsLabel) }
+            retryBudget: retryBudget.map { RetryBudgetLedger(budget: $0, clock: clock, metricsLabel: metricsLabel) },
+            rateLimiter: rateLimit.map { HostRateLimiter(limit: $0, clock: clock, logger: logger, metricsLabel: metricsLabel) }
         )
         self.taskManager = TaskManager(
             interceptors: interceptors.map { $0 as any Interceptor },

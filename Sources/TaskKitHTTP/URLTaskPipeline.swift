@@ -27,14 +27,17 @@ final class URLTaskPipeline: Sendable {
     let circuitBreaker: CircuitBreaker?
     /// The retry budgets of each host, with a `retryBudget:`; `nil` without.
     let retryBudget: RetryBudgetLedger?
+    /// The token buckets of each host, with a `rateLimit:`; `nil` without.
+    let rateLimiter: HostRateLimiter?
     private let requestCounter = Atomic<UInt64>(0)
 
     init(
         interceptors: [any URLTaskInterceptor], transport: any HTTPTransport, clock: any Clock<Duration>,
         logger: Logger, metrics: URLTaskMetrics? = nil, tracer: (any TaskTracer)? = nil,
         hostLimiter: HostConcurrencyLimiter? = nil, circuitBreaker: CircuitBreaker? = nil,
-        retryBudget: RetryBudgetLedger? = nil
+        retryBudget: RetryBudgetLedger? = nil, rateLimiter: HostRateLimiter? = nil
     ) {
+        self.rateLimiter = rateLimiter
         self.metrics = metrics
         self.hostLimiter = hostLimiter
         self.circuitBreaker = circuitBreaker
@@ -98,31 +101,39 @@ final class URLTaskPipeline: Sendable {
             try Self.validate(request)
             log?.record(.adapted, attempt: attempt, request: request)
 
-            let outcome = try await sendGuarded(request, attempt: attempt, log: log)
+            let (outcome, span) = try await sendGuarded(request, attempt: attempt, log: log)
             log?.record(.sent, attempt: attempt, outcome: outcome)
             if Task.isCancelled {
+                span?.end()
                 log?.record(.completed, attempt: attempt, outcome: outcome)
                 return try outcome.get()
             }
 
             var decision = URLTaskRetryDecision.doNotRetry
             var decider = 0
-            for index in 0..<count {
-                var context = URLTaskContext(
-                    attempt: attempt, retriesMade: retries[index], lastDelay: delays[index], transport: transport
-                )
-                context.metrics = metrics
-                decision = try await interceptors[index].retry(request, for: task, dueTo: outcome, context: context)
-                if decision != .doNotRetry {
-                    decider = index
-                    break
+            do {
+                for index in 0..<count {
+                    var context = URLTaskContext(
+                        attempt: attempt, retriesMade: retries[index], lastDelay: delays[index], transport: transport
+                    )
+                    context.metrics = metrics
+                    decision = try await interceptors[index].retry(request, for: task, dueTo: outcome, context: context)
+                    if decision != .doNotRetry {
+                        decider = index
+                        break
+                    }
                 }
+            } catch {
+                span?.end()
+                throw error
             }
             switch decision {
             case .doNotRetry:
+                span?.end()
                 log?.record(.completed, attempt: attempt, outcome: outcome)
                 return try outcome.get()
             case .replay:
+                span?.end()
                 retries[decider] += 1
                 log?.record(.replayed, attempt: attempt, outcome: outcome, by: interceptors[decider])
             case .retry, .retryAfter:
@@ -130,12 +141,15 @@ final class URLTaskPipeline: Sendable {
                 var granted: (host: String, at: Duration)?
                 if let retryBudget, let host = HostConcurrencyLimit.host(of: request.url) {
                     guard let at = retryBudget.grantRetry(host: host) else {
+                        span?.addEvent("taskkit.http.retry_budget_exhausted")
+                        span?.end()
                         log?.record(.retryBudgetExhausted, attempt: attempt, outcome: outcome, by: interceptors[decider])
                         log?.record(.completed, attempt: attempt, outcome: outcome)
                         return try outcome.get()
                     }
                     granted = (host, at)
                 }
+                span?.end()
                 let delay: Duration? = if case .retryAfter(let delay) = decision { delay } else { nil }
                 metrics?.retries.increment()
                 retries[decider] += 1
@@ -154,68 +168,102 @@ final class URLTaskPipeline: Sendable {
         }
     }
 
-    /// Sends one attempt through the guards of its host: the circuit breaker admits it (or
-    /// throws ``URLTaskError/circuitOpen(host:retryIn:)``), then it takes a slot of the host
-    /// (waiting in its queue, or throwing), which it holds only while the transport sends it; the
-    /// circuit counts the outcome unless the request was cancelled meanwhile. The retry budget
-    /// counts the attempt as it is sent, and takes it back if the request was cancelled meanwhile.
-    private func sendGuarded(_ request: URLRequest, attempt: Int, log: URLTaskLog?) async throws -> Result<URLTaskResponse, any Error> {
-        guard hostLimiter != nil || circuitBreaker != nil || retryBudget != nil, let host = HostConcurrencyLimit.host(of: request.url) else {
-            return await send(request, attempt: attempt, waited: nil)
+    /// Sends one attempt through the guards of its host, inside its span when there is a tracer:
+    /// the circuit breaker admits it (or throws ``URLTaskError/circuitOpen(host:retryIn:)``), the
+    /// rate limit gives it a token (waiting for one, or throwing
+    /// ``URLTaskError/rateLimited(host:retryIn:)``), then it takes a slot of the host (waiting in
+    /// its queue, or throwing), which it holds only while the transport sends it. The circuit
+    /// counts the outcome unless the request was cancelled meanwhile; the retry budget counts the
+    /// attempt as it is sent, and takes it back if the request was cancelled meanwhile; a `429`
+    /// or `503` with `Retry-After` pauses the host's rate limit.
+    ///
+    /// Returns the outcome with the attempt's span still open (the caller ends it once it has
+    /// decided what follows, which may add an event); a thrown error has ended the span.
+    private func sendGuarded(
+        _ request: URLRequest, attempt: Int, log: URLTaskLog?
+    ) async throws -> (Result<URLTaskResponse, any Error>, (any TaskSpan)?) {
+        let span = tracer.map { startSpan(for: request, attempt: attempt, tracer: $0) }
+        guard hostLimiter != nil || circuitBreaker != nil || retryBudget != nil || rateLimiter != nil,
+            let host = HostConcurrencyLimit.host(of: request.url)
+        else {
+            return (await send(request, span: span), span)
         }
-        let probe = try circuitBreaker?.admit(host: host) ?? false
-        var waited: Duration?
-        if let hostLimiter {
+        do {
+            let probe: Bool
             do {
-                waited = try await hostLimiter.acquire(host: host)
+                probe = try circuitBreaker?.admit(host: host) ?? false
             } catch {
-                circuitBreaker?.record(host: host, probe: probe, outcome: .failure(error), cancelled: true)
+                span?.addEvent("taskkit.http.circuit_rejected")
                 throw error
             }
-            if let waited { log?.record(.queued, attempt: attempt, request: request, delay: waited) }
-        }
-        let counted = retryBudget?.attemptSent(host: host)
-        let outcome = await send(request, attempt: attempt, waited: waited)
-        hostLimiter?.release(host: host)
-        let cancelled = Task.isCancelled
-        circuitBreaker?.record(host: host, probe: probe, outcome: outcome, cancelled: cancelled)
-        if cancelled, let counted { retryBudget?.takeBack(.attempt, host: host, countedAt: counted) }
-        return outcome
-    }
-
-    /// Sends one attempt through the transport (inside a span, with a tracer); `waited`: how long
-    /// it waited for a slot of its host, if it did.
-    private func send(_ request: URLRequest, attempt: Int, waited: Duration?) async -> Result<URLTaskResponse, any Error> {
-        if let tracer { return await send(request, attempt: attempt, waited: waited, tracer: tracer) }
-        do {
-            let (data, response) = try await transport.send(request)
-            return .success(URLTaskResponse(data: data, response: response))
+            do {
+                if let rateLimiter, let waited = try await rateLimiter.acquire(host: host) {
+                    log?.record(.rateLimited, attempt: attempt, request: request, delay: waited)
+                    span?.addEvent("taskkit.http.rate_limit_waited")
+                    span?.setAttribute("taskkit.http.rate_limit_wait_ms", waited.wholeMilliseconds)
+                }
+                if let hostLimiter, let waited = try await hostLimiter.acquire(host: host) {
+                    log?.record(.queued, attempt: attempt, request: request, delay: waited)
+                    span?.addEvent("taskkit.http.host_slot_waited")
+                    span?.setAttribute("taskkit.http.host_queue_wait_ms", waited.wholeMilliseconds)
+                }
+            } catch {
+                circuitBreaker?.record(host: host, probe: probe, outcome: .failure(error), cancelled: true)
+                switch error as? URLTaskError {
+                case .rateLimited?: span?.addEvent("taskkit.http.rate_limit_rejected")
+                case .hostQueueFull?: span?.addEvent("taskkit.http.host_queue_rejected")
+                default: break
+                }
+                throw error
+            }
+            let counted = retryBudget?.attemptSent(host: host)
+            let outcome = await send(request, span: span)
+            hostLimiter?.release(host: host)
+            let cancelled = Task.isCancelled
+            circuitBreaker?.record(host: host, probe: probe, outcome: outcome, cancelled: cancelled)
+            if cancelled, let counted { retryBudget?.takeBack(.attempt, host: host, countedAt: counted) }
+            if let rateLimiter, case .success(let response) = outcome,
+                response.statusCode == 429 || response.statusCode == 503,
+                let asked = RetryAfter.delay(from: response.response, now: Date()),
+                let paused = rateLimiter.pause(host: host, for: asked)
+            {
+                span?.addEvent("taskkit.http.host_paused")
+                span?.setAttribute("taskkit.http.host_pause_ms", paused.wholeMilliseconds)
+            }
+            return (outcome, span)
         } catch {
-            return .failure(error)
+            span?.recordFailure(error)
+            span?.end()
+            throw error
         }
     }
 
-    /// Sends one attempt inside an OpenTelemetry HTTP client span named by the method, with
-    /// `http.request.method`, `url.full`, `http.request.resend_count` (from the second attempt
-    /// on) and `http.response.status_code`. The span's propagation headers (W3C `traceparent`
-    /// with a W3C instrument) go with the request, and the span is current while the transport
-    /// sends (a transport that traces, such as AsyncHTTPClient, starts its span under it). A
-    /// failure without a response, or a 4xx/5xx status, sets the error status and `error.type`.
-    /// An attempt that waited for a slot of its host has the event `taskkit.http.host_slot_waited`
-    /// and the attribute `taskkit.http.host_queue_wait_ms` (whole milliseconds).
-    private func send(
-        _ request: URLRequest, attempt: Int, waited: Duration?, tracer: any TaskTracer
-    ) async -> Result<URLTaskResponse, any Error> {
+    /// Starts the OpenTelemetry HTTP client span of one attempt, named by the method, with
+    /// `http.request.method`, `url.full` and `http.request.resend_count` (from the second attempt
+    /// on). The span covers the attempt's guards (circuit, rate limit, host slot: each decision
+    /// that made it wait or refused it is an event) and the transport's call.
+    private func startSpan(for request: URLRequest, attempt: Int, tracer: any TaskTracer) -> any TaskSpan {
         let method = request.httpMethod ?? "GET"
         let span = tracer.startSpan(method, kind: .client, parent: tracer.currentContext())
-        defer { span.end() }
         span.setAttribute("http.request.method", method)
         if let url = request.url { span.setAttribute("url.full", url.absoluteString) }
         if attempt > 1 { span.setAttribute("http.request.resend_count", attempt - 1) }
-        if let waited {
-            span.addEvent("taskkit.http.host_slot_waited")
-            let (seconds, attoseconds) = waited.components
-            span.setAttribute("taskkit.http.host_queue_wait_ms", Int(seconds) * 1_000 + Int(attoseconds / 1_000_000_000_000_000))
+        return span
+    }
+
+    /// Sends one attempt through the transport. With a span: the span's propagation headers
+    /// (W3C `traceparent` with a W3C instrument) go with the request, the span is current while
+    /// the transport sends (a transport that traces, such as AsyncHTTPClient, starts its span
+    /// under it), and it gets `http.response.status_code`; a failure without a response, or a
+    /// 4xx/5xx status, sets the error status and `error.type`.
+    private func send(_ request: URLRequest, span: (any TaskSpan)?) async -> Result<URLTaskResponse, any Error> {
+        guard let span else {
+            do {
+                let (data, response) = try await transport.send(request)
+                return .success(URLTaskResponse(data: data, response: response))
+            } catch {
+                return .failure(error)
+            }
         }
         var request = request
         for header in span.propagationHeaders() {
@@ -259,6 +307,8 @@ struct URLTaskLog {
         case sent
         /// The attempt waited for a slot of its host (``HostConcurrencyLimit``); `delay` says how long.
         case queued
+        /// The attempt waited for a token of its host (``HostRateLimit``); `delay` says how long.
+        case rateLimited = "rate_limited"
         /// An interceptor asked for another attempt because this one failed.
         case retried
         /// An interceptor asked for the request to be sent again with changes (a new token).
@@ -346,5 +396,13 @@ extension HTTPRetryPolicy: URLTaskInterceptor {
             )
         else { return .doNotRetry }
         return .retryAfter(delay)
+    }
+}
+
+extension Duration {
+    /// The whole milliseconds of a non-negative duration, for span attributes.
+    var wholeMilliseconds: Int {
+        let (seconds, attoseconds) = components
+        return Int(seconds) * 1_000 + Int(attoseconds / 1_000_000_000_000_000)
     }
 }

@@ -22,7 +22,7 @@ import Foundation
 /// | `GET /search?q=Q` | a JSON array of results for `Q` |
 /// | `POST /analytics` | accepts a JSON array of events, counts them (``analyticsEventCount()``) |
 /// | `GET /hello` | 200 with a short text body (benchmarks) |
-/// | `GET /concurrent?ms=N` | 200 after `N` ms (default 10); counts the requests it works on at once, per `Host` header (``concurrency(host:)``) |
+/// | `GET /concurrent?ms=N` | 200 after `N` ms (default 10); counts the requests it works on at once, and when each arrived, per `Host` header (``concurrency(host:)``) |
 /// | `GET /status?code=N` | an empty response with status `N` |
 /// | `GET /headers?code=N` | the request's headers, one `name: value` line each (names lowercased, sorted), with status `N` (default 200) |
 /// | ``truncatedURL`` | a 200 header announcing 1,000 bytes, 10 bytes of body, then the connection closes |
@@ -134,6 +134,8 @@ public final class LoopbackServer: Sendable {
         public var peak = 0
         /// How many it read.
         public var total = 0
+        /// When it read each, in order, on the continuous clock.
+        public var arrivals: [ContinuousClock.Instant] = []
     }
 
     /// What `GET /concurrent` saw of the requests whose `Host` header is `host` (as
@@ -343,6 +345,7 @@ actor ServerState {
     func concurrentStarted(host: String) {
         concurrency[host, default: LoopbackServer.Concurrency()].inFlight += 1
         concurrency[host]!.total += 1
+        concurrency[host]!.arrivals.append(.now)
         concurrency[host]!.peak = max(concurrency[host]!.peak, concurrency[host]!.inFlight)
     }
 

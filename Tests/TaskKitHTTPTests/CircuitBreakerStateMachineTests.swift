@@ -31,6 +31,19 @@ struct CircuitBreakerStateMachineTests {
         var phase: Machine.Phase? { machine.hosts["h"]?.phase }
     }
 
+    @Test("the default failure test: an error, a 5xx, a 429 with Retry-After; not a 429 without one, not a 4xx")
+    func defaultFailures() throws {
+        let url = try #require(URL(string: "https://api.example.com/"))
+        func response(_ status: Int, _ headers: [String: String] = [:]) -> Result<HTTPURLResponse, any Error> {
+            .success(HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!)
+        }
+        let isFailure = CircuitBreakerPolicy.defaultIsFailure
+        #expect(isFailure(.failure(URLError(.timedOut))))
+        #expect(isFailure(response(503)) && isFailure(response(500)))
+        #expect(isFailure(response(429, ["Retry-After": "2"])))
+        #expect(!isFailure(response(429)) && !isFailure(response(404)) && !isFailure(response(200)))
+    }
+
     @Test("closed: opens once the window holds minimumRequests outcomes with failureRatio failures")
     func opensOnRatio() {
         let c = Circuit(CircuitBreakerPolicy(failureRatio: 0.5, minimumRequests: 4, window: .seconds(10), breakDuration: .seconds(5)))
@@ -127,17 +140,5 @@ struct CircuitBreakerStateMachineTests {
         #expect(c.machine.hosts["h"] != nil, "open: kept")
         _ = c.admit("newer", at: 70)
         #expect(c.machine.hosts["h"] == nil, "idle and its break over: forgotten")
-    }
-
-    @Test("the default failure test: errors and 5xx count, other statuses do not")
-    func defaultFailures() throws {
-        let url = try #require(URL(string: "https://example.com"))
-        func status(_ code: Int) -> Result<HTTPURLResponse, any Error> {
-            .success(HTTPURLResponse(url: url, statusCode: code, httpVersion: nil, headerFields: nil)!)
-        }
-        let isFailure = CircuitBreakerPolicy.defaultIsFailure
-        #expect(isFailure(.failure(URLError(.timedOut))))
-        #expect(isFailure(status(503)) && isFailure(status(500)))
-        #expect(!isFailure(status(200)) && !isFailure(status(404)) && !isFailure(status(429)))
     }
 }

@@ -18,9 +18,9 @@ import FoundationNetworking
 ///   arriving; the others fail at once (`retryIn` zero) while they are under way. When every
 ///   probe succeeds the circuit closes, with a fresh count; a failed probe opens it again.
 ///
-/// What counts as a failure is ``isFailure`` (default: an error without a response, or a `5xx`
-/// status). A caller's own cancellation, and a deadline that ended the attempt, never count: the
-/// attempt is forgotten (a probe's place is given back). A host not seen for a ``window`` whose
+/// What counts as a failure is ``isFailure`` (default: an error without a response, a `5xx`
+/// status, or a `429` with `Retry-After`). A caller's own cancellation, and a deadline that
+/// ended the attempt, never count: the attempt is forgotten (a probe's place is given back). A host not seen for a ``window`` whose
 /// circuit is closed (or whose break is over) is forgotten.
 public struct CircuitBreakerPolicy: Sendable {
     /// The share of failed attempts in the ``window`` that opens the circuit, in `(0, 1]`.
@@ -39,10 +39,15 @@ public struct CircuitBreakerPolicy: Sendable {
     /// Whether an attempt's outcome is a failure.
     public let isFailure: @Sendable (Result<HTTPURLResponse, any Error>) -> Bool
 
-    /// The default failure test: an error (no response), or a `5xx` status.
+    /// The default failure test: an error (no response), a `5xx` status, or a `429` with a
+    /// `Retry-After` header (the host asked for a pause; with a ``HostRateLimit`` it pauses the
+    /// host's bucket). A `429` without one is an answer about this client's rate, not the host's
+    /// health, and does not count.
     public static let defaultIsFailure: @Sendable (Result<HTTPURLResponse, any Error>) -> Bool = { outcome in
         switch outcome {
-        case .success(let response): response.statusCode >= 500
+        case .success(let response):
+            response.statusCode >= 500
+                || (response.statusCode == 429 && response.value(forHTTPHeaderField: "Retry-After") != nil)
         case .failure: true
         }
     }
