@@ -19,7 +19,7 @@ extension URLTaskManager {
     /// risk.
     ///
     /// - Parameters: as for
-    ///   ``init(interceptors:reactors:transport:maximumConcurrentTasks:hostConcurrency:rateLimit:circuitBreaker:retryBudget:timeout:coalescing:shutdownGracePeriod:clock:logger:metricsLabel:tracing:)``,
+    ///   ``init(interceptors:reactors:transport:maximumConcurrentTasks:hostConcurrency:rateLimit:circuitBreaker:retryBudget:hedging:timeout:coalescing:shutdownGracePeriod:clock:logger:metricsLabel:tracing:)``,
     ///   with `configuration` the session's configuration (default:
     ///   ``URLSessionTransport/defaultConfiguration``; the URL cache is always dropped on Linux,
     ///   see ``URLSessionTransport/init(configuration:)``).

@@ -82,6 +82,10 @@ public final class URLTaskManager: Sendable {
     ///     attempts sent to it recently, plus a floor; a retry the budget refuses is not made and
     ///     the caller gets the failure that asked for it (see ``RetryBudget``); `nil` (default): the
     ///     retry interceptors alone decide.
+    ///   - hedging: With a policy, an attempt of an idempotent request (or one carrying
+    ///     `Idempotency-Key`) that has no response after the policy's delay gets a second copy;
+    ///     the first response wins and the other is cancelled; hedges spend the retry budget (see
+    ///     ``HedgingPolicy``); `nil` (default): one copy per attempt.
     ///   - timeout: the default deadline of each request; `nil` for none.
     ///   - coalescing: With a configuration, identical eligible requests sent through
     ///     ``data(for:timeout:)`` or ``response(for:timeout:)`` while one is in flight share its
@@ -103,7 +107,8 @@ public final class URLTaskManager: Sendable {
     ///     `taskkit_http_retry_budget_exhausted` (retries refused by a spent budget); with
     ///     `rateLimit:`, `taskkit_http_rate_limit_tokens`, `taskkit_http_rate_limit_waiting` (a
     ///     meter), `taskkit_http_rate_limit_wait` (a timer), `taskkit_http_rate_limit_rejections`
-    ///     and `taskkit_http_host_pauses`; and the metrics of the `TaskManager` it runs requests
+    ///     and `taskkit_http_host_pauses`; with `hedging:`, `taskkit_http_hedges` (hedges sent)
+    ///     and `taskkit_http_hedges_won` (hedges whose response won); and the metrics of the `TaskManager` it runs requests
     ///     on, under the same label.
     ///     `nil` (default): no metric objects, no cost.
     ///   - tracing: With a tracer (`.distributedTracing` from `TaskKitTracing`), each attempt is an
@@ -123,6 +128,7 @@ public final class URLTaskManager: Sendable {
         rateLimit: HostRateLimit? = nil,
         circuitBreaker: CircuitBreakerPolicy? = nil,
         retryBudget: RetryBudget? = nil,
+        hedging: HedgingPolicy? = nil,
         timeout: Duration? = nil,
         coalescing: URLTaskCoalescing? = nil,
         shutdownGracePeriod: Duration = .seconds(10),
@@ -150,7 +156,8 @@ public final class URLTaskManager: Sendable {
                 CircuitBreaker(policy: $0, clock: clock, logger: logger, metricsLabel: metricsLabel)
             },
             retryBudget: retryBudget.map { RetryBudgetLedger(budget: $0, clock: clock, metricsLabel: metricsLabel) },
-            rateLimiter: rateLimit.map { HostRateLimiter(limit: $0, clock: clock, logger: logger, metricsLabel: metricsLabel) }
+            rateLimiter: rateLimit.map { HostRateLimiter(limit: $0, clock: clock, logger: logger, metricsLabel: metricsLabel) },
+            hedging: hedging, metricsLabel: metricsLabel
         )
         self.taskManager = TaskManager(
             interceptors: interceptors.map { $0 as any Interceptor },

@@ -1,4 +1,5 @@
 import Foundation
+import CoreMetrics
 import Logging
 import Synchronization
 import TaskKit
@@ -29,15 +30,25 @@ final class URLTaskPipeline: Sendable {
     let retryBudget: RetryBudgetLedger?
     /// The token buckets of each host, with a `rateLimit:`; `nil` without.
     let rateLimiter: HostRateLimiter?
+    /// With a `hedging:` policy, when eligible attempts get a second copy; `nil` without.
+    let hedging: HedgingPolicy?
+    /// `taskkit_http_hedges` and `taskkit_http_hedges_won`, with `hedging:` and a `metricsLabel`.
+    private let hedgeMetrics: (sent: Counter, won: Counter)?
     private let requestCounter = Atomic<UInt64>(0)
 
     init(
         interceptors: [any URLTaskInterceptor], transport: any HTTPTransport, clock: any Clock<Duration>,
         logger: Logger, metrics: URLTaskMetrics? = nil, tracer: (any TaskTracer)? = nil,
         hostLimiter: HostConcurrencyLimiter? = nil, circuitBreaker: CircuitBreaker? = nil,
-        retryBudget: RetryBudgetLedger? = nil, rateLimiter: HostRateLimiter? = nil
+        retryBudget: RetryBudgetLedger? = nil, rateLimiter: HostRateLimiter? = nil, hedging: HedgingPolicy? = nil,
+        metricsLabel: String? = nil
     ) {
         self.rateLimiter = rateLimiter
+        self.hedging = hedging
+        self.hedgeMetrics = hedging == nil ? nil : metricsLabel.map { label in
+            (Counter(label: "taskkit_http_hedges", dimensions: [("name", label)]),
+             Counter(label: "taskkit_http_hedges_won", dimensions: [("name", label)]))
+        }
         self.metrics = metrics
         self.hostLimiter = hostLimiter
         self.circuitBreaker = circuitBreaker
@@ -101,7 +112,7 @@ final class URLTaskPipeline: Sendable {
             try Self.validate(request)
             log?.record(.adapted, attempt: attempt, request: request)
 
-            let (outcome, span) = try await sendGuarded(request, attempt: attempt, log: log)
+            let (outcome, span) = try await sendAttempt(request, attempt: attempt, log: log)
             log?.record(.sent, attempt: attempt, outcome: outcome)
             if Task.isCancelled {
                 span?.end()
@@ -168,6 +179,104 @@ final class URLTaskPipeline: Sendable {
         }
     }
 
+    /// Sends one attempt: through ``sendGuarded(_:attempt:log:hedge:)``, or with a `hedging:`
+    /// policy and an eligible request, through ``sendHedged(_:attempt:log:policy:)``.
+    private func sendAttempt(
+        _ request: URLRequest, attempt: Int, log: URLTaskLog?
+    ) async throws -> (Result<URLTaskResponse, any Error>, (any TaskSpan)?) {
+        guard let hedging, HedgingPolicy.isEligible(request) else {
+            return try await sendGuarded(request, attempt: attempt, log: log)
+        }
+        return try await sendHedged(request, attempt: attempt, log: log, policy: hedging)
+    }
+
+    /// What a child of ``sendHedged(_:attempt:log:policy:)`` reports.
+    private enum HedgeEvent: Sendable {
+        /// Copy `copy` (0 for the first) ended: its outcome and open span, or the error a guard
+        /// threw (its span ended).
+        case ended(copy: Int, Result<(Result<URLTaskResponse, any Error>, (any TaskSpan)?), any Error>)
+        /// The delay before the next hedge passed (or the wait was cancelled).
+        case delayPassed
+    }
+
+    /// Sends the first copy of an attempt, and a hedge each time `policy.delay` passes without a
+    /// response (at most `policy.maximumHedges`; each a retry the host's budget must grant). The
+    /// first response wins and the other copies are cancelled (their spans ended); a copy that
+    /// fails without a response is set aside while another is under way, and is the outcome
+    /// when none is.
+    private func sendHedged(
+        _ request: URLRequest, attempt: Int, log: URLTaskLog?, policy: HedgingPolicy
+    ) async throws -> (Result<URLTaskResponse, any Error>, (any TaskSpan)?) {
+        let host = HostConcurrencyLimit.host(of: request.url)
+        let clock = self.clock
+        let result = await withTaskGroup(of: HedgeEvent.self) { group in
+            func send(copy: Int) {
+                group.addTask {
+                    do {
+                        return .ended(copy: copy, .success(try await self.sendGuarded(request, attempt: attempt, log: log, hedge: copy)))
+                    } catch {
+                        return .ended(copy: copy, .failure(error))
+                    }
+                }
+            }
+            func waitForDelay() {
+                group.addTask {
+                    try? await clock.sleep(for: policy.delay)
+                    return .delayPassed
+                }
+            }
+            send(copy: 0)
+            waitForDelay()
+            var hedges = 0
+            var underWay = 1
+            var setAside: Result<(Result<URLTaskResponse, any Error>, (any TaskSpan)?), any Error>?
+            var winner: Result<(Result<URLTaskResponse, any Error>, (any TaskSpan)?), any Error>?
+            while winner == nil, let event = await group.next() {
+                switch event {
+                case .delayPassed:
+                    guard !Task.isCancelled, hedges < policy.maximumHedges else { continue }
+                    if let retryBudget, let host, retryBudget.grantRetry(host: host) == nil {
+                        // A spent budget: no hedge now, nor later for this attempt.
+                        log?.record(.hedgeRefused, attempt: attempt, request: request)
+                        hedges = policy.maximumHedges
+                        continue
+                    }
+                    hedges += 1
+                    underWay += 1
+                    hedgeMetrics?.sent.increment()
+                    log?.record(.hedged, attempt: attempt, request: request, delay: policy.delay * hedges)
+                    send(copy: hedges)
+                    if hedges < policy.maximumHedges { waitForDelay() }
+                case .ended(let copy, let sent):
+                    underWay -= 1
+                    if case .success((.success, let span)) = sent {
+                        if copy > 0 {
+                            hedgeMetrics?.won.increment()
+                            span?.addEvent("taskkit.http.hedge_won")
+                        }
+                        winner = sent
+                    } else if underWay == 0 {
+                        // Every copy sent has failed: the last failure is the attempt's outcome
+                        // (a failure does not start a hedge: the retry interceptors decide).
+                        winner = sent
+                    } else {
+                        if case .success((_, let span)) = setAside { span?.end() }
+                        setAside = sent
+                    }
+                }
+            }
+            group.cancelAll()
+            // The other copies end promptly once cancelled; their spans end here.
+            while let event = await group.next() {
+                if case .ended(_, .success((_, let span))) = event { span?.end() }
+            }
+            if case .success((_, let span)) = setAside { span?.end() }
+            // The loop ends with a winner: the group always holds the copy under way until then.
+            return winner!
+        }
+        return try result.get()
+    }
+
     /// Sends one attempt through the guards of its host, inside its span when there is a tracer:
     /// the circuit breaker admits it (or throws ``URLTaskError/circuitOpen(host:retryIn:)``), the
     /// rate limit gives it a token (waiting for one, or throwing
@@ -179,10 +288,13 @@ final class URLTaskPipeline: Sendable {
     ///
     /// Returns the outcome with the attempt's span still open (the caller ends it once it has
     /// decided what follows, which may add an event); a thrown error has ended the span.
+    ///
+    /// `hedge`: 0 for an attempt's first copy, 1… for its hedges (the span's `taskkit.http.hedge`).
     private func sendGuarded(
-        _ request: URLRequest, attempt: Int, log: URLTaskLog?
+        _ request: URLRequest, attempt: Int, log: URLTaskLog?, hedge: Int = 0
     ) async throws -> (Result<URLTaskResponse, any Error>, (any TaskSpan)?) {
         let span = tracer.map { startSpan(for: request, attempt: attempt, tracer: $0) }
+        if hedge > 0 { span?.setAttribute("taskkit.http.hedge", hedge) }
         guard hostLimiter != nil || circuitBreaker != nil || retryBudget != nil || rateLimiter != nil,
             let host = HostConcurrencyLimit.host(of: request.url)
         else {
@@ -309,6 +421,11 @@ struct URLTaskLog {
         case queued
         /// The attempt waited for a token of its host (``HostRateLimit``); `delay` says how long.
         case rateLimited = "rate_limited"
+        /// The attempt had no response after the ``HedgingPolicy``'s delay: a hedge was sent
+        /// (`delay`: how long after the first copy).
+        case hedged
+        /// A hedge was due, but the host's ``RetryBudget`` was spent: none was sent.
+        case hedgeRefused = "hedge_refused"
         /// An interceptor asked for another attempt because this one failed.
         case retried
         /// An interceptor asked for the request to be sent again with changes (a new token).

@@ -23,6 +23,7 @@ import Foundation
 /// | `POST /analytics` | accepts a JSON array of events, counts them (``analyticsEventCount()``) |
 /// | `GET /hello` | 200 with a short text body (benchmarks) |
 /// | `GET /concurrent?ms=N` | 200 after `N` ms (default 10); counts the requests it works on at once, and when each arrived, per `Host` header (``concurrency(host:)``) |
+/// | `GET /slow-first?key=K&ms=N`, `POST /slow-first?key=K&ms=N` | the first call per key answers after `N` ms (default 2,000), later ones at once; the body is the call's number (`1`, `2`, …) |
 /// | `GET /status?code=N` | an empty response with status `N` |
 /// | `GET /headers?code=N` | the request's headers, one `name: value` line each (names lowercased, sorted), with status `N` (default 200) |
 /// | ``truncatedURL`` | a 200 header announcing 1,000 bytes, 10 bytes of body, then the connection closes |
@@ -42,6 +43,8 @@ public final class LoopbackServer: Sendable {
     /// The endpoints whose hits are counted.
     public enum Endpoint: String, Sendable, Hashable, CaseIterable {
         case token, protected, flaky, ratelimited, slow, profile, search, analytics, hello, status, headers, concurrent
+        /// `GET /slow-first`, `POST /slow-first`.
+        case slowFirst
         case truncated, garbage
         /// Any ``misbehavingURL(_:)``.
         case misbehaving
@@ -251,6 +254,7 @@ actor ServerState {
     var flakyCalls: [String: Int] = [:]
     var flakyProtectedCalls: [String: Int] = [:]
     var rateLimitedCalls: [String: Int] = [:]
+    var slowFirstCalls: [String: Int] = [:]
     var analyticsEvents = 0
     var keepAliveHits: [String: Int] = [:]
     var flightIntervals: [LoopbackServer.FlightInterval] = []
@@ -332,6 +336,12 @@ actor ServerState {
         let calls = flakyProtectedCalls[key, default: 0]
         flakyProtectedCalls[key] = calls + 1
         return calls >= knobs.failuresBeforeSuccess
+    }
+
+    /// The number of this call of `GET /slow-first` for `key`, from 1.
+    func slowFirstCall(key: String) -> Int {
+        slowFirstCalls[key, default: 0] += 1
+        return slowFirstCalls[key]!
     }
 
     func rateLimitedCall(key: String) -> Bool {
@@ -445,6 +455,16 @@ actor ServerState {
         await server.appendRoute("GET /hello") { [self] _ in
             await hit(.hello)
             return HTTPResponse(statusCode: .ok, body: Data("hello".utf8))
+        }
+        for method in ["GET", "POST"] {
+            await server.appendRoute(HTTPRoute("\(method) /slow-first")) { [self] request in
+                await hit(.slowFirst)
+                let call = await slowFirstCall(key: request.query["key"] ?? "default")
+                if call == 1 {
+                    try? await Task.sleep(for: .milliseconds(Int(request.query["ms"] ?? "") ?? 2_000))
+                }
+                return HTTPResponse(statusCode: .ok, body: Data(String(call).utf8))
+            }
         }
         await server.appendRoute("GET /concurrent") { [self] request in
             await hit(.concurrent)

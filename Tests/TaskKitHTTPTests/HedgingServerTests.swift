@@ -1,0 +1,120 @@
+#if Examples
+import Foundation
+import MetricsTestKit
+import TaskKit
+import TaskKitLoopbackServer
+import TaskKitTestSupport
+import TaskKitTesting
+import Testing
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+@testable import TaskKitHTTP
+
+/// `URLTaskManager(hedging:)` against the loopback server, over both transports. The server's
+/// `/slow-first` answers a key's first call late and later calls at once, with the call's number
+/// as the body: `"2"` means the hedge won.
+@Suite("URLTaskManager hedging against a loopback server", .serialized, .scaledTimeLimit(minutes: 2))
+struct HedgingServerTests {
+    func request(_ server: LoopbackServer, _ path: String, method: String = "GET", idempotencyKey: String? = nil) -> URLRequest {
+        var request = URLRequest(url: server.url(path))
+        request.httpMethod = method
+        if let idempotencyKey { request.setValue(idempotencyKey, forHTTPHeaderField: "Idempotency-Key") }
+        return request
+    }
+
+    func body(_ manager: URLTaskManager, _ request: URLRequest) -> Task<String, any Error> {
+        Task { String(decoding: try await manager.data(for: request).0, as: UTF8.self) }
+    }
+
+    /// Waits until the server has read `count` calls of `/slow-first` (so that the next copy is
+    /// not the first to arrive).
+    func served(_ server: LoopbackServer, _ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
+        await eventually("the server read \(count) calls", pollingEvery: .milliseconds(2), sourceLocation: sourceLocation) {
+            await server.hits(.slowFirst) == count
+        }
+    }
+
+    /// Waits until `count` tasks sleep on `clock`.
+    func sleepers(_ clock: ManualClock, _ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
+        await eventually("\(count) sleepers on the clock", pollingEvery: .milliseconds(2), sourceLocation: sourceLocation) {
+            clock.sleeperCount == count
+        }
+    }
+
+    @Test("no response after the delay: a hedge goes out, the first response wins, the slow copy is cancelled", arguments: HTTPTestTransport.allCases)
+    func hedgeWins(_ transport: HTTPTestTransport) async throws {
+        _ = processTestMetrics
+        let label = "hedging-\(transport.rawValue)"
+        try await withHTTPTestServer { server throws in
+            let clock = ManualClock()
+            let manager = URLTaskManager(
+                transport: transport.make(), hedging: HedgingPolicy(delay: .milliseconds(100)), clock: clock, metricsLabel: label
+            )
+            let started = ContinuousClock.now
+            let slow = body(manager, request(server, "/slow-first?key=win-\(transport.rawValue)&ms=20000"))
+            await served(server, 1)
+            await sleepers(clock, 1)
+            clock.advance(by: .milliseconds(100))
+            #expect(try await slow.boundedValue() == "2", "the hedge's response")
+            #expect(started.duration(to: .now) < .seconds(15), "not the slow copy's 20 s")
+            #expect(await server.hits(.slowFirst) == 2)
+            #expect(processTestMetrics.counterTotal(label: "taskkit_http_hedges", dimensions: [("name", label)]) == 1)
+            #expect(processTestMetrics.counterTotal(label: "taskkit_http_hedges_won", dimensions: [("name", label)]) == 1)
+
+            // A response before the delay: no hedge, and the delay's wait is cancelled.
+            let fast = try await manager.data(for: request(server, "/slow-first?key=fast-\(transport.rawValue)&ms=0"))
+            #expect(String(decoding: fast.0, as: UTF8.self) == "1")
+            await sleepers(clock, 0)
+            #expect(await server.hits(.slowFirst) == 3)
+        }
+    }
+
+    @Test("never a POST without Idempotency-Key; a POST with one is hedged", arguments: HTTPTestTransport.allCases)
+    func onlyRequestsThatMayBeSentTwice(_ transport: HTTPTestTransport) async throws {
+        try await withHTTPTestServer { server throws in
+            let clock = ManualClock()
+            let manager = URLTaskManager(transport: transport.make(), hedging: HedgingPolicy(delay: .milliseconds(100)), clock: clock)
+            let post = body(manager, request(server, "/slow-first?key=post-\(transport.rawValue)&ms=300", method: "POST"))
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(clock.sleeperCount == 0, "no hedge is even planned")
+            #expect(try await post.boundedValue() == "1")
+            #expect(await server.hits(.slowFirst) == 1)
+
+            let keyed = body(
+                manager,
+                request(server, "/slow-first?key=keyed-\(transport.rawValue)&ms=20000", method: "POST", idempotencyKey: "order-1")
+            )
+            await served(server, 2)
+            await sleepers(clock, 1)
+            clock.advance(by: .milliseconds(100))
+            #expect(try await keyed.boundedValue() == "2")
+            #expect(await server.hits(.slowFirst) == 3)
+        }
+    }
+
+    @Test("hedges spend the retry budget: with the floor spent, no hedge is sent", arguments: HTTPTestTransport.allCases)
+    func hedgesSpendTheBudget(_ transport: HTTPTestTransport) async throws {
+        try await withHTTPTestServer { server throws in
+            let clock = ManualClock()
+            let manager = URLTaskManager(
+                transport: transport.make(), retryBudget: RetryBudget(ratio: 0, minimumRetries: 1),
+                hedging: HedgingPolicy(delay: .milliseconds(100)), clock: clock
+            )
+            let first = body(manager, request(server, "/slow-first?key=budget1-\(transport.rawValue)&ms=20000"))
+            await served(server, 1)
+            await sleepers(clock, 1)
+            clock.advance(by: .milliseconds(100))
+            #expect(try await first.boundedValue() == "2", "the floor's one retry paid for this hedge")
+
+            let second = body(manager, request(server, "/slow-first?key=budget2-\(transport.rawValue)&ms=400"))
+            await served(server, 3)
+            await sleepers(clock, 1)
+            clock.advance(by: .milliseconds(100))
+            #expect(try await second.boundedValue() == "1", "no budget left: the slow copy's own answer")
+            #expect(await server.hits(.slowFirst) == 3)
+        }
+    }
+}
+#endif
