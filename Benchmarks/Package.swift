@@ -140,6 +140,26 @@ let package = Package(
         // An upstream outage under a KeyedMonoTask, with and without a fail-safe (issue 51):
         // `swift run -c release CacheOutage [seconds]`.
         .executableTarget(name: "CacheOutage", dependencies: [.product(name: "TaskKit", package: "TaskKit")]),
+        // URLTaskManager under pressure (issue 50): the resilience policies' cost on a healthy
+        // host, retry amplification with and without a budget, the circuit breaker:
+        // `swift run -c release HTTPPressure overhead|amplification|breaker`.
+        .executableTarget(
+            name: "HTTPPressure",
+            dependencies: [
+                .product(name: "TaskKit", package: "TaskKit"),
+                .product(name: "TaskKitHTTP", package: "TaskKit"),
+                .product(name: "TaskKitAsyncHTTPClient", package: "TaskKit"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        // `./http-instruction-counts.sh`: URLTaskManager's own instructions per request (a
+        // transport that answers at once), policies off and on.
+        .executableTarget(
+            name: "HTTPInstructionCounts", dependencies: [.product(name: "TaskKitHTTP", package: "TaskKit")]
+        ),
         // PostgresSingleFlight: distinct keys per second with 8 processes (copies of itself).
         .executableTarget(
             name: "PostgresThroughput",

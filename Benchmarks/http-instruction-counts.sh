@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# URLTaskManager's own instructions per request under callgrind (issue 50): a GET through the
+# manager (HTTPRetryPolicy, every resilience policy off; and with the three policies on) over a
+# transport that answers at once, against that transport called directly. The least of 5 runs.
+# Usage: Benchmarks/http-instruction-counts.sh [ITERATIONS] [BENCHMARKS_DIR] [WORKLOADS...]
+#   To compare with a tree from before the policies (it has no `manager-policies`):
+#   git worktree add /work/ci3-old ebcf3ce && cp -r Sources/HTTPInstructionCounts http-instruction-counts.sh \
+#     /work/ci3-old/Benchmarks/ (plus the target in its Package.swift), then
+#   SWIFT_FLAGS="-Xswiftc -DBEFORE_RESILIENCE" ./http-instruction-counts.sh 10000 /work/ci3-old/Benchmarks transport manager
+set -euo pipefail
+n=${1:-10000}
+dir=${2:-$(dirname "$0")}
+shift $(( $# > 2 ? 2 : $# ))
+workloads=("$@")
+[ ${#workloads[@]} -gt 0 ] || workloads=(transport manager manager-policies)
+cd "$dir"
+# shellcheck disable=SC2086
+swift build -c release --product HTTPInstructionCounts ${SWIFT_FLAGS:-} >/dev/null
+binary=$(mktemp)
+trap 'rm -f "$binary"' EXIT
+cp .build/release/HTTPInstructionCounts "$binary"
+strip --strip-debug "$binary"
+chmod +x "$binary"
+count() {
+    local out
+    out=$(mktemp)
+    valgrind --tool=callgrind --callgrind-out-file="$out" "$binary" "$1" "$2" >/dev/null 2>&1
+    awk '/^summary:/ { print $2 }' "$out"
+    rm -f "$out"
+}
+printf '%-20s %s\n' workload "instructions/request (n=$n, least of 5 runs) in $(pwd)"
+for workload in "${workloads[@]}"; do
+    best=""
+    for _ in 1 2 3 4 5; do
+        base=$(count "$workload" 0)
+        total=$(count "$workload" "$n")
+        value=$(( (total - base) / n ))
+        if [ -z "$best" ] || [ "$value" -lt "$best" ]; then best=$value; fi
+    done
+    printf '%-20s %d\n' "$workload" "$best"
+done
