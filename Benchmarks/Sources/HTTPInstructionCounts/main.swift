@@ -8,7 +8,8 @@
 //
 // Workloads: `transport` (the canned transport called directly: the floor), `manager` (every
 // resilience policy off), and, built without `-DBEFORE_RESILIENCE`, `manager-policies`
-// (HostConcurrencyLimit(maximumInFlight: 64), a circuit breaker and a retry budget). The
+// (HostConcurrencyLimit(maximumInFlight: 64), a circuit breaker and a retry budget), and each
+// of them alone (`manager-limit`, `manager-breaker`, `manager-budget`). The
 // `BEFORE_RESILIENCE` flag lets the same file build against a tree from before the policies
 // (ebcf3ce), to compare the policies-off path with what it was.
 import Dispatch
@@ -29,7 +30,7 @@ struct CannedTransport: HTTPTransport {
 
 let arguments = CommandLine.arguments
 guard arguments.count == 3, let iterations = Int(arguments[2]), iterations >= 0 else {
-    print("usage: HTTPInstructionCounts transport|manager|manager-policies ITERATIONS")
+    print("usage: HTTPInstructionCounts transport|manager|manager-policies|manager-limit|manager-breaker|manager-budget ITERATIONS")
     exit(2)
 }
 let transport: any HTTPTransport = CannedTransport()
@@ -45,6 +46,15 @@ case "manager-policies":
         hostConcurrency: HostConcurrencyLimit(maximumInFlight: 64), circuitBreaker: CircuitBreakerPolicy(),
         retryBudget: RetryBudget()
     )
+// One policy at a time, to see which costs what.
+case "manager-limit":
+    manager = URLTaskManager(
+        interceptors: [HTTPRetryPolicy()], transport: transport, hostConcurrency: HostConcurrencyLimit(maximumInFlight: 64)
+    )
+case "manager-breaker":
+    manager = URLTaskManager(interceptors: [HTTPRetryPolicy()], transport: transport, circuitBreaker: CircuitBreakerPolicy())
+case "manager-budget":
+    manager = URLTaskManager(interceptors: [HTTPRetryPolicy()], transport: transport, retryBudget: RetryBudget())
 #endif
 default:
     print("unknown workload \(arguments[1])")
