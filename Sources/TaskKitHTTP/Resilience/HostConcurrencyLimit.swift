@@ -48,9 +48,24 @@ public struct HostConcurrencyLimit: Sendable, Hashable {
 
     /// The host key of `url`: its host, lowercased, `:` and its port (80 for `http`, 443 for
     /// `https` when none is given). `nil` without a host.
+    ///
+    /// Called once per attempt: a host that is already lowercase ASCII (the usual case) is not
+    /// lowercased again, and the scheme is lowercased only when it is neither `https` nor `http`.
     static func host(of url: URL?) -> String? {
-        guard let url, let host = url.host?.lowercased() else { return nil }
-        let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
-        return "\(host):\(port)"
+        guard let url, let host = url.host else { return nil }
+        let port = url.port ?? (isHTTPS(url.scheme) ? 443 : 80)
+        var key = isLowercaseASCII(host) ? host : host.lowercased()
+        key += ":"
+        key += String(port)
+        return key
+    }
+
+    private static func isHTTPS(_ scheme: String?) -> Bool {
+        guard let scheme else { return false }
+        return scheme == "https" || (scheme != "http" && scheme.lowercased() == "https")
+    }
+
+    private static func isLowercaseASCII(_ string: String) -> Bool {
+        string.utf8.allSatisfy { $0 < 0x80 && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }
     }
 }

@@ -43,40 +43,51 @@ struct HostConcurrencyStateMachine<Waiter> {
 
     /// An attempt to `host` takes a slot if one is free and nobody waits; `false` (nothing
     /// changed) otherwise. The owner's path without a waiter.
+    ///
+    /// Each call hashes `host` once: the host's state is modified in place (a new host starts
+    /// with nothing in flight, so it always has a free slot: `maximumInFlight` ≥ 1).
     mutating func acquireAtOnce(host: String) -> Bool {
-        guard let current = hosts[host] else {
-            hosts[host] = Host(inFlight: 1)
-            return true
-        }
-        guard current.inFlight < limit.maximumInFlight, current.queue.isEmpty else { return false }
-        hosts[host]!.inFlight += 1
-        return true
+        let maximumInFlight = limit.maximumInFlight
+        return Self.takeSlot(of: &hosts[host, default: Host()], maximumInFlight: maximumInFlight)
     }
 
     /// Attempt `id` to `host`, represented by `waiter`, arrives: granted, queued or rejected.
     /// Only a queued attempt's waiter is kept.
     mutating func acquire(host: String, id: UInt64, waiter: Waiter) -> AcquireAction {
-        if acquireAtOnce(host: host) { return .granted }
-        let waiting = hosts[host]!.queue.count
-        guard waiting < limit.maximumQueued else { return .rejected }
-        hosts[host]!.queue.append((id, waiter))
-        return .queued(position: waiting + 1)
+        let limit = self.limit
+        return Self.acquire(&hosts[host, default: Host()], id: id, waiter: waiter, limit: limit)
     }
 
     /// An attempt to `host` gave its slot back: the waiter now granted it, if any.
     mutating func release(host: String) -> Waiter? {
-        guard hosts[host] != nil else { return nil }
-        if let next = hosts[host]!.queue.popFirst() { return next.waiter }
-        hosts[host]!.inFlight -= 1
-        if hosts[host]!.inFlight == 0 { hosts[host] = nil }
+        guard let index = hosts.index(forKey: host) else { return nil }
+        if let next = hosts.values[index].queue.popFirst() { return next.waiter }
+        hosts.values[index].inFlight -= 1
+        if hosts.values[index].inFlight == 0 { hosts.remove(at: index) }
         return nil
     }
 
     /// Attempt `id` to `host` leaves: its waiter when it was still waiting, `nil` when it was
     /// already granted a slot (or never queued).
     mutating func leave(host: String, id: UInt64) -> Waiter? {
-        guard let index = hosts[host]?.queue.firstIndex(where: { $0.id == id }) else { return nil }
-        return hosts[host]!.queue.remove(at: index).waiter
+        guard let index = hosts.index(forKey: host),
+            let position = hosts.values[index].queue.firstIndex(where: { $0.id == id })
+        else { return nil }
+        return hosts.values[index].queue.remove(at: position).waiter
+    }
+
+    private static func takeSlot(of host: inout Host, maximumInFlight: Int) -> Bool {
+        guard host.inFlight < maximumInFlight, host.queue.isEmpty else { return false }
+        host.inFlight += 1
+        return true
+    }
+
+    private static func acquire(_ host: inout Host, id: UInt64, waiter: Waiter, limit: HostConcurrencyLimit) -> AcquireAction {
+        if takeSlot(of: &host, maximumInFlight: limit.maximumInFlight) { return .granted }
+        let waiting = host.queue.count
+        guard waiting < limit.maximumQueued else { return .rejected }
+        host.queue.append((id, waiter))
+        return .queued(position: waiting + 1)
     }
 
     /// How many attempts wait for `host`.
