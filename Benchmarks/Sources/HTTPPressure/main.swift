@@ -9,6 +9,7 @@
 //   swift run -c release HTTPPressure overhead [runs] [seconds]   (default 5 runs of ~6 s)
 //   swift run -c release HTTPPressure amplification [seconds]     (default 10 s of 503s)
 //   swift run -c release HTTPPressure breaker [seconds]           (default 10 s of 503s, then healthy)
+//   swift run -c release HTTPPressure hedging [rounds] [seconds]  (default 3 rounds of 5 s per contender)
 //
 // - overhead: 8 concurrent callers, each sending GETs one after another, against a healthy host.
 //   Contenders (see `overheadContenders`; a new policy is one more line there): the plain client,
@@ -38,6 +39,11 @@ import TaskKitHTTP
 import FoundationNetworking
 #endif
 
+// - hedging: the host answers after 5 ms, one answer in fifty after 100 ms (its p99 is 20x its
+//   median); 8 callers loop. Contenders, alternated each round: the manager without hedging and
+//   with `HedgingPolicy(delay: 10 ms)` and `RetryBudget(ratio: 0.1)`. Reported: latency p50 / p99 /
+//   p99.9 / max of each, and the requests that reached the server per call (hedging's cost).
+
 // MARK: The server
 
 /// What the server saw from one `Host` header.
@@ -50,6 +56,8 @@ struct HostCounts: Sendable {
 final class PressureServer: Sendable {
     /// Whether `GET /work` answers 503.
     let failing = Atomic<Bool>(false)
+    /// Whether answers wait: 5 ms, one in fifty 100 ms.
+    let tail = Atomic<Bool>(false)
     private let counts = Mutex<[String: HostCounts]>([:])
     private let channel: any Channel
     let port: Int
@@ -125,15 +133,29 @@ final class WorkHandler: ChannelInboundHandler {
         case .body:
             break
         case .end:
-            let failing = server.failing.load(ordering: .relaxed)
-            var headers = HTTPHeaders()
-            headers.add(name: "content-length", value: failing ? "0" : "2")
-            let head = HTTPResponseHead(version: .http1_1, status: failing ? .serviceUnavailable : .ok, headers: headers)
-            context.write(wrapOutboundOut(.head(head)), promise: nil)
-            if !failing { context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "ok")))), promise: nil) }
-            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-            server.finished(host)
+            guard server.tail.load(ordering: .relaxed) else {
+                respond(context: context)
+                return
+            }
+            let delay: TimeAmount = .milliseconds(Int.random(in: 0..<50) == 0 ? 100 : 5)
+            // Scheduled on the channel's own event loop, where the handler and its context live.
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: delay) {
+                let (handler, context) = bound.value
+                handler.respond(context: context)
+            }
         }
+    }
+
+    private func respond(context: ChannelHandlerContext) {
+        let failing = server.failing.load(ordering: .relaxed)
+        var headers = HTTPHeaders()
+        headers.add(name: "content-length", value: failing ? "0" : "2")
+        let head = HTTPResponseHead(version: .http1_1, status: failing ? .serviceUnavailable : .ok, headers: headers)
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        if !failing { context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "ok")))), promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        server.finished(host)
     }
 }
 
@@ -161,11 +183,14 @@ func makeManager(
     retry: RetryCount = HTTPRetryPolicy.defaultRetry,
     hostConcurrency: HostConcurrencyLimit? = nil,
     circuitBreaker: CircuitBreakerPolicy? = nil,
-    retryBudget: RetryBudget? = nil
+    retryBudget: RetryBudget? = nil,
+    rateLimit: HostRateLimit? = nil,
+    hedging: HedgingPolicy? = nil
 ) -> URLTaskManager {
     URLTaskManager(
         interceptors: [HTTPRetryPolicy(retry: retry)], transport: AsyncHTTPClientTransport(client: client),
-        hostConcurrency: hostConcurrency, circuitBreaker: circuitBreaker, retryBudget: retryBudget
+        hostConcurrency: hostConcurrency, rateLimit: rateLimit, circuitBreaker: circuitBreaker, retryBudget: retryBudget,
+        hedging: hedging
     )
 }
 
@@ -179,6 +204,15 @@ func overheadContenders() -> [Contender] {
             return Int(response.status.code)
         },
         managerContender("manager, policies off", makeManager()),
+        managerContender("manager, limit 64", makeManager(hostConcurrency: HostConcurrencyLimit(maximumInFlight: 64))),
+        managerContender(
+            "manager, limit 64 + rate 1M/s + breaker + budget + hedging 1 s",
+            makeManager(
+                hostConcurrency: HostConcurrencyLimit(maximumInFlight: 64),
+                circuitBreaker: CircuitBreakerPolicy(), retryBudget: RetryBudget(),
+                rateLimit: HostRateLimit(requestsPerSecond: 1_000_000, burst: 1_000), hedging: HedgingPolicy(delay: .seconds(1))
+            )
+        ),
         managerContender(
             "manager, limit 64 + breaker + budget",
             makeManager(
@@ -375,6 +409,40 @@ func breaker(server: PressureServer, seconds runSeconds: Int) async {
     }
 }
 
+func hedging(server: PressureServer, rounds: Int, seconds runSeconds: Int) async {
+    print("hedging: answers after 5 ms, one in fifty after 100 ms; \(callers) callers; \(rounds) rounds of \(runSeconds) s per contender")
+    let contenders: [(String, URLTaskManager)] = [
+        ("without hedging", makeManager()),
+        (
+            "HedgingPolicy(delay: 10 ms), RetryBudget(ratio: 0.1)",
+            makeManager(retryBudget: RetryBudget(ratio: 0.1), hedging: HedgingPolicy(delay: .milliseconds(10)))
+        ),
+    ]
+    server.tail.store(true, ordering: .relaxed)
+    var latencies = [[Duration]](repeating: [], count: contenders.count)
+    var requests = [Int](repeating: 0, count: contenders.count)
+    for round in 0..<rounds {
+        for offset in contenders.indices {
+            let index = (offset + round) % contenders.count
+            _ = server.takeCounts()
+            let calls = await loop(contenders[index].1, url: server.url, until: clock.now + .seconds(runSeconds), pause: nil)
+            requests[index] += server.takeCounts().values.reduce(0) { $0 + $1.requests }
+            latencies[index] += calls.map(\.latency)
+        }
+    }
+    server.tail.store(false, ordering: .relaxed)
+    for (index, contender) in contenders.enumerated() {
+        let sorted = latencies[index].sorted()
+        print(
+            "\(contender.0): \(sorted.count) calls; p50 \(micros(percentile(sorted, 0.5))), p99 \(micros(percentile(sorted, 0.99))), "
+                + "p99.9 \(micros(percentile(sorted, 0.999))), max \(micros(sorted.last ?? .zero)); "
+                + String(format: "%.4f requests per call", Double(requests[index]) / Double(sorted.count))
+        )
+    }
+    let p99 = latencies.map { percentile($0.sorted(), 0.99) }
+    print("p99 with hedging / without: " + ratioString(seconds(p99[1]) / seconds(p99[0])))
+}
+
 // MARK: Main
 
 let arguments = CommandLine.arguments.dropFirst()
@@ -388,7 +456,9 @@ case "amplification":
     await amplification(server: server, seconds: numbers.first ?? 10)
 case "breaker":
     await breaker(server: server, seconds: numbers.first ?? 10)
+case "hedging":
+    await hedging(server: server, rounds: numbers.first ?? 3, seconds: numbers.dropFirst().first ?? 5)
 default:
-    print("usage: HTTPPressure overhead [runs] [seconds] | amplification [seconds] | breaker [seconds]")
+    print("usage: HTTPPressure overhead [runs] [seconds] | amplification [seconds] | breaker [seconds] | hedging [rounds] [seconds]")
     exit(2)
 }

@@ -7,15 +7,20 @@ import FoundationNetworking
 import TaskKit
 import TaskKitHTTP
 
-fileprivate let breaking = CircuitBreakerPolicy(failureRatio: 0.5, minimumRequests: 20, breakDuration: .seconds(10))
-fileprivate let upstream = URLTaskManager(transport: URLSessionTransport(), circuitBreaker: breaking)
+fileprivate let paced = URLTaskManager(
+    interceptors: [HTTPRetryPolicy()],
+    transport: URLSessionTransport(),
+    rateLimit: HostRateLimit(requestsPerSecond: 10, burst: 20),
+    timeout: .seconds(30)
+)
 
-fileprivate func items() async throws -> Data? {
+fileprivate func page(_ number: Int) async throws -> Data {
     do {
-        return try await upstream.data(for: URLRequest(url: URL(string: "https://api.example.com/items")!)).0
-    } catch URLTaskError.circuitOpen(_, let retryIn) {
-        // Nothing was sent: show the cached page, and ask again after `retryIn`.
-        _ = retryIn
-        return nil
+        return try await paced.data(for: URLRequest(url: URL(string: "https://api.example.com/items?page=\(number)")!)).0
+    } catch URLTaskError.rateLimited(_, let retryIn) {
+        // No token within the limit's maximumWait (30 s): nothing was sent. Ask once more,
+        // when the next token is due.
+        try await Task.sleep(for: retryIn)
+        return try await paced.data(for: URLRequest(url: URL(string: "https://api.example.com/items?page=\(number)")!)).0
     }
 }

@@ -7,13 +7,15 @@ import FoundationNetworking
 import TaskKit
 import TaskKitHTTP
 
-fileprivate let budgeted = URLTaskManager(
-    interceptors: [HTTPRetryPolicy()],
-    transport: URLSessionTransport(),
-    retryBudget: RetryBudget(ratio: 0.2, window: .seconds(10), minimumRetries: 3)
-)
+fileprivate let breaking = CircuitBreakerPolicy(failureRatio: 0.5, minimumRequests: 20, breakDuration: .seconds(10))
+fileprivate let upstream = URLTaskManager(transport: URLSessionTransport(), circuitBreaker: breaking)
 
-fileprivate func status(of url: URL) async throws -> Int {
-    // A 503 comes back as it is when the host's budget is spent: no retry, no wait.
-    try await budgeted.data(for: URLRequest(url: url)).1.statusCode
+fileprivate func items() async throws -> Data? {
+    do {
+        return try await upstream.data(for: URLRequest(url: URL(string: "https://api.example.com/items")!)).0
+    } catch URLTaskError.circuitOpen(_, let retryIn) {
+        // Nothing was sent: show the cached page, and ask again after `retryIn`.
+        _ = retryIn
+        return nil
+    }
 }
