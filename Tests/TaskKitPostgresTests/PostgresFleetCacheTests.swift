@@ -1,0 +1,199 @@
+#if PostgreSQL
+import Foundation
+import Logging
+import PostgresNIO
+import NIOConcurrencyHelpers
+import Testing
+@testable import TaskKitPostgres
+import TaskKitTestSupport
+
+/// Two or more `PostgresFleetCache` instances in this process, each on its own client (its own
+/// connections), sharing one table: what one invalidates, the others stop serving.
+@Suite(.serialized, .enabled(if: PostgresTestServer.enabled, PostgresTestServer.skipMessage))
+struct PostgresFleetCacheTests {
+    /// The source of truth the caches load from: a version per key, and a count of loads.
+    final class Source: Sendable {
+        private let state = NIOLockedValueBox<(versions: [String: Int], loads: [String: Int])>(([:], [:]))
+        func set(_ key: String, _ version: Int) { state.withLockedValue { $0.versions[key] = version } }
+        func load(_ key: String) -> String {
+            state.withLockedValue { state in
+                state.loads[key, default: 0] += 1
+                return "\(key)=v\(state.versions[key] ?? 1)"
+            }
+        }
+        func loads(_ key: String) -> Int { state.withLockedValue { $0.loads[key] ?? 0 } }
+    }
+
+    @Test(.scaledTimeLimit(minutes: 1))
+    func anInvalidationInOneInstanceReachesTheOther() async throws {
+        try await withFleet(2) { caches, source, _ in
+            let (a, b) = (caches[0], caches[1])
+            #expect(try await a.value(forKey: "k") == "k=v1")
+            #expect(try await b.value(forKey: "k") == "k=v1")
+            #expect(source.loads("k") == 1, "one load for the fleet")
+            source.set("k", 2)
+            // B serves its local copy until the invalidation arrives.
+            #expect(try await b.value(forKey: "k") == "k=v1")
+            try await a.invalidate("k")
+            #expect(try await a.value(forKey: "k") == "k=v2", "the invalidating process reads its own write")
+            try await eventually("B serves the new value", within: TestDeadline.scaled(.seconds(5))) {
+                try await b.value(forKey: "k") == "k=v2"
+            }
+            #expect(source.loads("k") == 2, "one load per invalidation for the fleet")
+            #expect(b.counters.keysInvalidated >= 1)
+        }
+    }
+
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aTagAndEverythingAreInvalidatedEverywhere() async throws {
+        try await withFleet(2, tags: { key in key.hasPrefix("user:42") ? ["user:42"] : [] }) { caches, source, _ in
+            let (a, b) = (caches[0], caches[1])
+            let keys = (0..<250).map { "user:42:\($0)" } + ["other"]
+            for key in keys { _ = try await b.value(forKey: key) }
+            for key in keys { source.set(key, 2) }
+            try await a.invalidate(tag: "user:42")
+            try await eventually("B serves the tagged keys' new values", within: TestDeadline.scaled(.seconds(5))) {
+                try await b.value(forKey: "user:42:249") == "user:42:249=v2"
+            }
+            for key in keys.dropLast() { #expect(try await b.value(forKey: key) == "\(key)=v2") }
+            #expect(try await b.value(forKey: "other") == "other=v1", "an untagged key stays")
+
+            try await a.invalidateAll()
+            try await eventually("B drops everything", within: TestDeadline.scaled(.seconds(5))) {
+                try await b.value(forKey: "other") == "other=v2"
+            }
+            #expect(b.counters.allInvalidated == 1)
+        }
+    }
+
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aPutReachesEveryInstance() async throws {
+        try await withFleet(2) { caches, source, _ in
+            let (a, b) = (caches[0], caches[1])
+            #expect(try await b.value(forKey: "p") == "p=v1")
+            try await a.put("p=put", forKey: "p")
+            #expect(try await a.value(forKey: "p") == "p=put")
+            try await eventually("B serves the put value", within: TestDeadline.scaled(.seconds(5))) {
+                try await b.value(forKey: "p") == "p=put"
+            }
+            #expect(source.loads("p") == 1, "a put is not a load")
+        }
+    }
+
+    @Test(.scaledTimeLimit(minutes: 1))
+    func keysOfAnyLengthAndBytes() async throws {
+        try await withFleet(2) { caches, source, _ in
+            let keys = ["", "\u{0}nul\u{0}", String(repeating: "é", count: 20_000), "space and 'quote'"]
+            for key in keys { #expect(try await caches[1].value(forKey: key) == "\(key)=v1") }
+            for key in keys { source.set(key, 2) }
+            try await caches[0].invalidate(keys: keys)
+            try await eventually("B serves every key's new value", within: TestDeadline.scaled(.seconds(5))) {
+                var all = true
+                for key in keys where try await caches[1].value(forKey: key) != "\(key)=v2" { all = false }
+                return all
+            }
+        }
+    }
+
+    /// Without a listener (before `run()`, or while it reconnects), a local value is served only
+    /// within `maximumAgeWhileDisconnected` of its load, then read from the shared tier again.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func withoutTheListenerALocalValueIsServedOnlyWithinTheBound() async throws {
+        try await withFleet(2, running: [true, false], maximumAgeWhileDisconnected: .milliseconds(300)) { caches, source, _ in
+            let (a, b) = (caches[0], caches[1])
+            #expect(!b.isReceivingInvalidations)
+            #expect(try await b.value(forKey: "k") == "k=v1")
+            source.set("k", 2)
+            try await a.invalidate("k")
+            let invalidatedAt = ContinuousClock.now
+            // B misses the notification; it serves its copy until the bound, never after.
+            try await eventually("B reads the shared tier again", within: TestDeadline.scaled(.seconds(5))) {
+                let value = try await b.value(forKey: "k")
+                if value == "k=v1" {
+                    #expect(ContinuousClock.now - invalidatedAt < .milliseconds(300), "stale past the bound")
+                }
+                return value == "k=v2"
+            }
+        }
+    }
+
+    /// `pg_terminate_backend` on the listener: it reconnects, drops the local tier (a resync),
+    /// and listens again; no stale value is served past the bound meanwhile.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aTerminatedListenerReconnectsAndResyncs() async throws {
+        try await withFleet(2, maximumAgeWhileDisconnected: .milliseconds(500)) { caches, source, admin in
+            let (a, b) = (caches[0], caches[1])
+            #expect(try await b.value(forKey: "k") == "k=v1")
+            for _ in 0..<3 {
+                let resyncs = b.counters.resyncs
+                // Terminate both listeners (every backend listening on the channel).
+                var terminated = 0
+                for try await done in try await admin.query("""
+                    SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                    WHERE query = \("LISTEN \"\(b.channel)\";") AND pid <> pg_backend_pid()
+                    """).decode(Bool.self) where done { terminated += 1 }
+                #expect(terminated == 2, "both listeners found")
+                await eventually("B listens again", within: TestDeadline.scaled(.seconds(10))) {
+                    b.counters.resyncs == resyncs + 1 && b.isReceivingInvalidations
+                }
+                await eventually("A listens again", within: TestDeadline.scaled(.seconds(10))) {
+                    a.isReceivingInvalidations
+                }
+                // The resync dropped B's local tier; invalidations reach it again.
+                #expect(b.local.count == 0)
+                let version = source.loads("k") + 1
+                #expect(try await b.value(forKey: "k") == "k=v\(version - 1)")
+                source.set("k", version)
+                try await a.invalidate("k")
+                try await eventually("B serves the new value", within: TestDeadline.scaled(.seconds(5))) {
+                    try await b.value(forKey: "k") == "k=v\(version)"
+                }
+            }
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// `count` caches over one new table, each on its own client, listening when `running` says
+    /// so; `admin` is another client.
+    private func withFleet(
+        _ count: Int,
+        running: [Bool]? = nil,
+        maximumAgeWhileDisconnected: Duration = .seconds(5),
+        tags: (@Sendable (String) -> Set<String>)? = nil,
+        _ body: @Sendable ([PostgresFleetCache<String>], Source, PostgresClient) async throws -> Void
+    ) async throws {
+        let url = try #require(PostgresTestServer.url)
+        let table = PostgresTestServer.uniqueName("fc")
+        let source = Source()
+        let configuration = try PostgresTestServer.configuration(url)
+        let clients = (0...count).map { _ in
+            PostgresClient(
+                configuration: configuration,
+                backgroundLogger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+            )
+        }
+        let caches = clients.dropLast().map { client in
+            PostgresFleetCache<String>(
+                client: client, tableName: table, maximumAgeWhileDisconnected: maximumAgeWhileDisconnected,
+                reconnectBackoff: .exponential(initial: .milliseconds(20), maximumDelay: .milliseconds(200)),
+                tags: tags
+            ) { key in source.load(key) }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for client in clients { group.addTask { await client.run() } }
+            defer { group.cancelAll() }
+            try await caches[0].prepare()
+            for (index, cache) in caches.enumerated() where running?[index] ?? true {
+                group.addTask { await cache.run() }
+            }
+            for (index, cache) in caches.enumerated() where running?[index] ?? true {
+                await eventually("cache \(index) listens", within: TestDeadline.scaled(.seconds(10))) {
+                    cache.isReceivingInvalidations
+                }
+            }
+            try await body(caches, source, clients[count])
+        }
+    }
+}
+#endif
