@@ -13,6 +13,11 @@
 // key. Prints one line, `calls=N own=N errors=N seconds=S` (`own`: calls answered by this
 // process's own load), and exits 0 when every call
 // returned a value for its own key, 1 otherwise.
+//
+// With `--mode fleet` it is instead one replica of a `PostgresFleetCache` (see `runFleet`):
+//
+//   taskkit-postgres-worker --mode fleet --url URL --table t --executions e --source s --keys 1000 \
+//       --target-version 2 --start-file PATH [--concurrency 16] [--deadline-ms 60000]
 import Foundation
 import Logging
 import PostgresNIO
@@ -34,6 +39,12 @@ struct Options {
     var loadMilliseconds = 100
     var firstLoadMilliseconds: Int?
     var expireMilliseconds = 60_000
+    var mode = "single-flight"
+    var source = ""
+    var targetVersion = 2
+    var startFile = ""
+    var concurrency = 16
+    var deadlineMilliseconds = 60_000
 
     init(arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -50,6 +61,12 @@ struct Options {
             case "--load-ms": loadMilliseconds = Self.int(value, name)
             case "--first-load-ms": firstLoadMilliseconds = Self.int(value, name)
             case "--expire-ms": expireMilliseconds = Self.int(value, name)
+            case "--mode": mode = value
+            case "--source": source = value
+            case "--target-version": targetVersion = Self.int(value, name)
+            case "--start-file": startFile = value
+            case "--concurrency": concurrency = Self.int(value, name)
+            case "--deadline-ms": deadlineMilliseconds = Self.int(value, name)
             default: fail("unknown option \(name)")
             }
         }
@@ -92,15 +109,119 @@ actor KeyQueue {
 }
 
 let options = Options(arguments: CommandLine.arguments)
+var clientConfiguration = configuration(options.url)
+// Eight replicas and the test's clients stay under the test server's 200 connections.
+clientConfiguration.options.maximumConnections = 12
 let client = PostgresClient(
-    configuration: configuration(options.url),
+    configuration: clientConfiguration,
     backgroundLogger: Logger(label: "worker", factory: { _ in SwiftLogNoOpLogHandler() })
 )
 let pid = getpid()
 
+/// Writes `line` to standard output at once (it is a file the test reads while this runs).
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// One replica of a `PostgresFleetCache` of `--keys` keys over the table `--table`, loading a
+/// key's version from the table `--source` (`key text, version integer`) and recording each load
+/// in `--executions`:
+/// 1. listens (`run()`), reads every key once (the fleet loads each once), prints `ready`;
+/// 2. reads every key again and again (`--concurrency` callers) until each has served
+///    `--target-version`, noting when each first did;
+/// 3. waits for `--start-file`, where the test wrote (as seconds since 1970) when it began the
+///    invalidation, and prints `fleet seen=N latencies_ms=a,b,…` (one per key, from that time)
+///    and `stale_after_start=N`: 0 unless a key served the old version after it first served
+///    the new one.
+func runFleet(client: PostgresClient) async -> Int32 {
+    let source = options.source
+    let executions = options.executions
+    let cache = PostgresFleetCache<String>(client: client, tableName: options.table, maximumEntries: 2 * options.keys) { key in
+        try await client.query("INSERT INTO \(unescaped: executions) (key, pid) VALUES (\(key), \(pid))")
+        var version = 0
+        for try await v in try await client.query(
+            "SELECT version FROM \(unescaped: source) WHERE key = \(key)"
+        ).decode(Int.self) { version = v }
+        return "\(version)"
+    }
+    return await withTaskGroup(of: Void.self) { group in
+        group.addTask { await cache.run() }
+        defer { group.cancelAll() }
+        let deadline = ContinuousClock.now + .milliseconds(options.deadlineMilliseconds)
+        while !cache.isReceivingInvalidations {
+            guard ContinuousClock.now < deadline else { say("fleet error=not-listening"); return 1 }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        let keys = (0..<options.keys).map { "\(options.keyPrefix)\($0)" }
+        let target = "\(options.targetVersion)"
+        /// Reads `keys` with `concurrency` callers; returns, per key read at the target version,
+        /// when (seconds since 1970), and how many reads served an older version after the key
+        /// was first seen at the target.
+        @Sendable func pass(_ keys: [String], seen: [String: Double]) async -> (seen: [String: Double], stale: Int, errors: Int) {
+            let queue = KeyQueue(keys)
+            return await withTaskGroup(of: ([String: Double], Int, Int).self) { callers in
+                for _ in 0..<max(1, options.concurrency) {
+                    callers.addTask {
+                        var found: [String: Double] = [:]
+                        var stale = 0, errors = 0
+                        while let key = await queue.take() {
+                            do {
+                                let value = try await cache.value(forKey: key)
+                                if value == target {
+                                    found[key] = Date().timeIntervalSince1970
+                                } else if seen[key] != nil {
+                                    stale += 1
+                                }
+                            } catch {
+                                errors += 1
+                                FileHandle.standardError.write(Data("taskkit-postgres-worker: \(key): \(String(reflecting: error))\n".utf8))
+                            }
+                        }
+                        return (found, stale, errors)
+                    }
+                }
+                var all = seen, stale = 0, errors = 0
+                for await (found, s, e) in callers {
+                    for (key, at) in found where all[key] == nil { all[key] = at }
+                    stale += s
+                    errors += e
+                }
+                return (all, stale, errors)
+            }
+        }
+        let warm = await pass(keys, seen: [:])
+        guard warm.errors == 0 else { say("fleet error=warm-up"); return 1 }
+        say("ready")
+        var seen: [String: Double] = [:]
+        var stale = 0
+        var errors = 0
+        while seen.count < keys.count, ContinuousClock.now < deadline {
+            let result = await pass(keys.filter { seen[$0] == nil }, seen: seen)
+            seen = result.seen
+            stale += result.stale
+            errors += result.errors
+            if seen.count < keys.count { try? await Task.sleep(for: .milliseconds(1)) }
+        }
+        // One more pass over every key: none may serve the old version again.
+        let check = await pass(keys, seen: seen)
+        stale += check.stale
+        var start: Double?
+        while start == nil, ContinuousClock.now < deadline {
+            start = (try? String(contentsOfFile: options.startFile, encoding: .utf8))
+                .flatMap { Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            if start == nil { try? await Task.sleep(for: .milliseconds(5)) }
+        }
+        guard let start else { say("fleet error=no-start-file"); return 1 }
+        let latencies = seen.values.map { String(format: "%.1f", ($0 - start) * 1_000) }
+        say("fleet seen=\(seen.count) stale_after_start=\(stale) errors=\(errors) resyncs=\(cache.counters.resyncs) latencies_ms=\(latencies.joined(separator: ","))")
+        return seen.count == keys.count && stale == 0 && errors == 0 ? 0 : 1
+    }
+}
+
 let exitCode: Int32 = await withTaskGroup(of: Void.self) { group in
     group.addTask { await client.run() }
     defer { group.cancelAll() }
+    if options.mode == "fleet" { return await runFleet(client: client) }
 
     let flight = PostgresSingleFlight(
         client: client, tableName: options.table, lease: .milliseconds(options.leaseMilliseconds)

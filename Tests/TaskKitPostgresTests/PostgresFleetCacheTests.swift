@@ -152,6 +152,78 @@ struct PostgresFleetCacheTests {
         }
     }
 
+    // MARK: - Across processes
+
+    /// 8 worker processes (replicas) × 1,000 keys: after one invalidation of every key in this
+    /// process, every replica serves every key's new value, none serves the old one again, and
+    /// the fleet loads each key once per invalidation. Prints the invalidation-to-visibility
+    /// latencies (from the start of the invalidation to a replica's first read of the new value).
+    @Test(.scaledTimeLimit(minutes: 3))
+    func eightProcessesOfAThousandKeysServeTheNewValuesAfterOneInvalidation() async throws {
+        let url = try #require(PostgresTestServer.url)
+        let table = PostgresTestServer.uniqueName("fc")
+        let executions = PostgresTestServer.uniqueName("ex")
+        let source = PostgresTestServer.uniqueName("src")
+        let keys = 1_000
+        let startFile = FileManager.default.temporaryDirectory
+            .appendingPathComponent("taskkit-fleet-start-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: startFile) }
+        try await PostgresTestServer.withClient { client in
+            try await PostgresFleetCache<String>(client: client, tableName: table) { _ in "" }.prepare()
+            try await client.query("CREATE TABLE \(unescaped: executions) (key text NOT NULL, pid integer NOT NULL, started_at timestamptz NOT NULL DEFAULT clock_timestamp())")
+            try await client.query("CREATE TABLE \(unescaped: source) (key text PRIMARY KEY, version integer NOT NULL)")
+            try await client.query("INSERT INTO \(unescaped: source) SELECT 'k' || g, 1 FROM generate_series(0, \(keys - 1)) AS g")
+        }
+        let workers = try (0..<8).map { _ in
+            try WorkerProcess(arguments: [
+                "--mode", "fleet", "--url", url, "--table", table, "--executions", executions,
+                "--source", source, "--keys", "\(keys)", "--target-version", "2",
+                "--start-file", startFile.path, "--deadline-ms", "120000",
+            ])
+        }
+        defer { for worker in workers { worker.kill() } }
+        let ready = await eventually("every replica is warm", within: TestDeadline.scaled(.seconds(90)), pollingEvery: .milliseconds(20)) {
+            workers.allSatisfy { $0.log.contains("ready") } || workers.contains { !$0.process.isRunning }
+        }
+        try #require(ready && workers.allSatisfy { $0.process.isRunning },
+                     "a replica failed to warm up:\n\(workers.map(\.log).joined(separator: "\n"))")
+        let warmLoads = try await PostgresTestServer.withClient { client in
+            try await PostgresTestServer.executions(client, table: executions)
+        }
+        #expect(warmLoads.count == keys && warmLoads.values.allSatisfy { $0 == 1 },
+                "the warm-up loads each key once: \(warmLoads.filter { $0.value != 1 }.prefix(5))")
+
+        try await PostgresTestServer.withClient { client in
+            let cache = PostgresFleetCache<String>(client: client, tableName: table) { _ in "" }
+            try await client.query("UPDATE \(unescaped: source) SET version = 2")
+            let start = Date().timeIntervalSince1970
+            try await cache.invalidate(keys: (0..<keys).map { "k\($0)" })
+            try "\(start)".write(to: startFile, atomically: true, encoding: .utf8)
+        }
+        let exited = await waitForExit(workers, timeout: TestDeadline.scaled(.seconds(90)))
+        let logs = workers.map(\.log).joined(separator: "\n")
+        #expect(exited, "replicas did not finish in time:\n\(logs)")
+        for worker in workers {
+            #expect(worker.process.terminationStatus == 0, "replica failed:\n\(worker.log.prefix(2_000))")
+        }
+        let latencies = workers.flatMap { worker -> [Double] in
+            guard let line = worker.log.split(separator: "\n").first(where: { $0.hasPrefix("fleet seen=") }),
+                  let list = line.split(separator: " ").first(where: { $0.hasPrefix("latencies_ms=") })
+            else { return [] }
+            return list.dropFirst("latencies_ms=".count).split(separator: ",").compactMap { Double($0) }
+        }.sorted()
+        #expect(latencies.count == 8 * keys, "latencies reported: \(latencies.count)")
+        if !latencies.isEmpty {
+            let p50 = latencies[latencies.count / 2], p99 = latencies[latencies.count * 99 / 100]
+            print("PostgresFleetCache LISTEN, 8 processes × \(keys) keys: invalidation to visibility p50 \(p50) ms, p99 \(p99) ms, max \(latencies.last ?? 0) ms")
+        }
+        let loads = try await PostgresTestServer.withClient { client in
+            try await PostgresTestServer.executions(client, table: executions)
+        }
+        let repeated = loads.filter { $0.value != 2 }
+        #expect(loads.count == keys && repeated.isEmpty, "each key loaded once per invalidation: \(repeated.prefix(10))")
+    }
+
     // MARK: - Helpers
 
     /// `count` caches over one new table, each on its own client, listening when `running` says
