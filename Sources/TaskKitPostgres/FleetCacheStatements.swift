@@ -13,12 +13,16 @@ import PostgresNIO
 /// in progress elsewhere can then not store its result (it was loaded before the invalidation),
 /// and the next caller claims and loads again.
 ///
+/// Each invalidation is also written to the log `<table>_log` (`id` from a sequence, `payload`
+/// as notified, `created_at`), which instances in polling mode read, and which is pruned.
+///
 /// The tag table `<table>_tags`, one row per (tag, key) pair: `tag_hash` and `key_hash`, the
 /// SHA-256 of the tag and of the key (``KeyDigest``). A key's rows are written before it is loaded,
 /// so every stored value's tags are in the table.
 struct FleetCacheStatements: Sendable {
     let values: SingleFlightStatements
     let tags: String
+    let log: String
     let channel: String
 
     /// The statements on `table` (checked by ``SingleFlightStatements``; at most 57 characters,
@@ -27,6 +31,7 @@ struct FleetCacheStatements: Sendable {
         values = SingleFlightStatements(table: table)
         precondition(table.utf8.count <= 57, "tableName: \(String(reflecting: table)) is longer than 57 characters")
         tags = table + "_tags"
+        log = table + "_log"
         // A channel name is an identifier of at most 63 bytes: derived from the table's digest,
         // so two tables never share a channel.
         channel = "taskkit_fleet_" + KeyDigest(table).hex.prefix(32)
@@ -41,6 +46,40 @@ struct FleetCacheStatements: Sendable {
             key_hash text NOT NULL,
             PRIMARY KEY (tag_hash, key_hash)
         )
+        """
+    }
+
+    var createLog: PostgresQuery {
+        """
+        CREATE TABLE IF NOT EXISTS \(unescaped: log) (
+            id bigserial PRIMARY KEY,
+            payload text NOT NULL,
+            created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+        )
+        """
+    }
+
+    /// The highest id in the log (0 when it is empty).
+    var logHead: PostgresQuery {
+        "SELECT coalesce(max(id), 0)::int8 FROM \(unescaped: log)"
+    }
+
+    /// The log's rows after `id`, in order: `id`, `payload`, and whether the row was written
+    /// more than `settle` ago (an invalidation taking an id from the sequence commits within
+    /// `settle`, so no row with a smaller id can appear later).
+    func log(after id: Int64, settle: Duration) -> PostgresQuery {
+        """
+        SELECT id, payload,
+               created_at < clock_timestamp() - \(SingleFlightStatements.microseconds(settle))::float8 * interval '1 microsecond'
+        FROM \(unescaped: log) WHERE id > \(id) ORDER BY id
+        """
+    }
+
+    /// Deletes the log's rows older than `retention`.
+    func pruneLog(retention: Duration) -> PostgresQuery {
+        """
+        DELETE FROM \(unescaped: log)
+        WHERE created_at < clock_timestamp() - \(SingleFlightStatements.microseconds(retention))::float8 * interval '1 microsecond'
         """
     }
 
@@ -65,6 +104,8 @@ struct FleetCacheStatements: Sendable {
         WITH cleared AS (
             UPDATE \(unescaped: table) SET \(unescaped: Self.cleared)
             WHERE key_hash = ANY(\(keyHashes)::text[])
+        ), logged AS (
+            INSERT INTO \(unescaped: log) (payload) SELECT unnest(\(payloads)::text[])
         )
         SELECT count(pg_notify(\(channel), payload)) FROM unnest(\(payloads)::text[]) AS payload
         """
@@ -88,6 +129,8 @@ struct FleetCacheStatements: Sendable {
             SET value = excluded.value, stored_at = excluded.stored_at,
                 result_expires_at = excluded.result_expires_at,
                 claim_token = NULL, claim_expires_at = NULL, generation = t.generation + 1
+        ), logged AS (
+            INSERT INTO \(unescaped: log) (payload) VALUES (\(payload))
         )
         SELECT pg_notify(\(channel), \(payload))
         """
@@ -103,10 +146,14 @@ struct FleetCacheStatements: Sendable {
         ), cleared AS (
             UPDATE \(unescaped: table) SET \(unescaped: Self.cleared)
             WHERE key_hash IN (SELECT key_hash FROM tagged)
-        ), notified AS (
-            SELECT pg_notify(\(channel), \(prefix)::text || string_agg(' k' || key_hash, ''))
+        ), payloads AS (
+            SELECT \(prefix)::text || string_agg(' k' || key_hash, '') AS payload
             FROM (SELECT key_hash, (row_number() OVER ()) / \(keysPerPayload) AS chunk FROM tagged) AS numbered
             GROUP BY chunk
+        ), logged AS (
+            INSERT INTO \(unescaped: log) (payload) SELECT payload FROM payloads
+        ), notified AS (
+            SELECT pg_notify(\(channel), payload) FROM payloads
         )
         SELECT key_hash, (SELECT count(*) FROM notified) FROM tagged
         """
@@ -120,6 +167,8 @@ struct FleetCacheStatements: Sendable {
             WHERE value IS NOT NULL OR claim_token IS NOT NULL
         ), forgotten AS (
             DELETE FROM \(unescaped: tags)
+        ), logged AS (
+            INSERT INTO \(unescaped: log) (payload) VALUES (\(payload))
         )
         SELECT pg_notify(\(channel), \(payload))
         """

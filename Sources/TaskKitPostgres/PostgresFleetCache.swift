@@ -33,8 +33,12 @@ import TaskKit
 ///   then). ``put(_:forKey:)`` stores a value the same way. Keys travel as SHA-256 digests, at
 ///   most 100 per notification, so any key fits.
 /// - **Delivery** (``invalidationMode``): ``PostgresFleetCacheInvalidation/listen``, a `LISTEN` on
-///   one connection of `client` that ``run()`` holds. A process serves a value invalidated
+///   one connection of `client` that ``run()`` holds: a process serves a value invalidated
 ///   elsewhere for at most the notification's delivery time (milliseconds on a local network).
+///   ``PostgresFleetCacheInvalidation/polling(every:)``: ``run()`` reads the invalidation log
+///   at that interval, through any connection (a transaction pooler too): at most the interval
+///   plus one poll's round trip. Every invalidation is written to the log and notified, so a
+///   fleet may mix the modes.
 /// - **Nothing missed silently.** When the listening connection drops (a restart, a failover,
 ///   `pg_terminate_backend`), ``run()`` reconnects with `reconnectBackoff` and, since
 ///   notifications may have been missed meanwhile, drops the whole local tier once it listens
@@ -192,6 +196,7 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
         try await flight.prepare()
         do {
             try await execute(statements.createTags, statement: "prepare")
+            try await execute(statements.createLog, statement: "prepare")
         } catch let PostgresSingleFlightError.databaseFailure(_, underlying as PSQLError)
             where ["23505", "42710", "42P07"].contains(underlying.serverInfo?[.sqlState] ?? "")
         {
@@ -345,13 +350,118 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
     /// listens on ``channel``. Each time it starts listening after the first, it drops the local
     /// tier (a resync: notifications may have been missed). When the connection drops, it tries
     /// again after `reconnectBackoff`'s delay; ``isReceivingInvalidations`` is `false` meanwhile.
+    ///
+    /// With ``PostgresFleetCacheInvalidation/polling(every:)``: reads the log's new rows at each
+    /// interval; a failed poll makes ``isReceivingInvalidations`` `false` until one succeeds,
+    /// and after a gap longer than half the log's retention (at least 60 seconds, 20 intervals)
+    /// the local tier is dropped (a resync).
+    ///
+    /// In both modes it also prunes the log every 15 seconds or more.
     public func run() async {
         logger.info("PostgresFleetCache: receiving invalidations by \(invalidationMode)",
                     metadata: ["channel": "\(statements.channel)", "table": "\(statements.table)"])
-        switch invalidationMode.mode {
-        case .listen:
-            await listen()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.pruneLog() }
+            switch invalidationMode.mode {
+            case .listen:
+                await listen()
+            case let .polling(interval):
+                await poll(every: interval)
+            }
+            group.cancelAll()
         }
+    }
+
+    /// How long the log keeps an invalidation: an instance in polling mode that has not read it
+    /// for longer than half of this drops its local tier (it may have missed rows).
+    var logRetention: Duration {
+        switch invalidationMode.mode {
+        case .listen: .seconds(60)
+        case let .polling(interval): max(.seconds(60), interval * 20)
+        }
+    }
+
+    /// Deletes the log's old rows every quarter of the retention, until cancelled.
+    private func pruneLog() async {
+        while true {
+            do {
+                try await sleep(logRetention / 4)
+            } catch {
+                return
+            }
+            do {
+                try await execute(statements.pruneLog(retention: logRetention), statement: "prune log")
+            } catch {
+                logger.debug("PostgresFleetCache: pruning the log failed: \(String(reflecting: error))")
+            }
+        }
+    }
+
+    /// The polling mode: reads the log's new rows every `interval`.
+    ///
+    /// Ids come from a sequence, and a row with a smaller id may commit after one with a larger
+    /// id: rows written within the last `settle` are read again at each poll (applied once, by
+    /// id), and the position moves past a row only once it is settled.
+    private func poll(every interval: Duration) async {
+        let settle = statementTimeout
+        var position: Int64?
+        var applied = Set<Int64>()
+        var lastSuccess: Duration?
+        var polls = 0
+        let client = self.client
+        while !Task.isCancelled {
+            do {
+                if let current = position {
+                    let query = statements.log(after: current, settle: settle)
+                    let rows = try await withStatementDeadline(statementTimeout, statement: "poll") {
+                        var rows: [(Int64, String, Bool)] = []
+                        for try await row in try await client.query(query).decode((Int64, String, Bool).self) {
+                            rows.append(row)
+                        }
+                        return rows
+                    }
+                    if let last = lastSuccess, shared.elapsed() - last > logRetention / 2 {
+                        // Rows this instance never read may have been pruned.
+                        subscribed(resync: true)
+                    }
+                    var settledPrefix = true
+                    var next = current
+                    for (id, payload, settled) in rows {
+                        if applied.insert(id).inserted, let message = FleetInvalidationMessage(payload: payload) {
+                            shared.counters(received: message)
+                            if message.origin != shared.origin { receive(message) }
+                        }
+                        if settledPrefix, settled { next = id } else { settledPrefix = false }
+                    }
+                    if next != current {
+                        position = next
+                        applied = applied.filter { $0 > next }
+                    }
+                } else {
+                    let query = statements.logHead
+                    position = try await withStatementDeadline(statementTimeout, statement: "poll") {
+                        var head: Int64 = 0
+                        for try await id in try await client.query(query).decode(Int64.self) { head = id }
+                        return head
+                    }
+                    polls += 1
+                    subscribed(resync: polls > 1)
+                }
+                lastSuccess = shared.elapsed()
+                shared.receiving.store(true, ordering: .relaxed)
+            } catch {
+                if Task.isCancelled { break }
+                if shared.receiving.exchange(false, ordering: .relaxed) {
+                    logger.warning("PostgresFleetCache: polling the log failed: \(String(reflecting: error))")
+                }
+            }
+            do {
+                try await sleep(interval)
+            } catch {
+                break
+            }
+        }
+        shared.receiving.store(false, ordering: .relaxed)
     }
 
     private func listen() async {
@@ -398,9 +508,10 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
         if resync {
             shared.dropLocal?()
             shared.resyncs.add(1, ordering: .relaxed)
-            logger.warning("PostgresFleetCache: listening again; dropped the local tier (invalidations may have been missed)")
+            logger.warning("PostgresFleetCache: receiving again; dropped the local tier (invalidations may have been missed)")
         } else {
-            logger.info("PostgresFleetCache: listening", metadata: ["channel": "\(statements.channel)"])
+            logger.info("PostgresFleetCache: receiving invalidations by \(invalidationMode)",
+                        metadata: ["channel": "\(statements.channel)"])
         }
         shared.receiving.store(true, ordering: .relaxed)
     }
@@ -419,6 +530,7 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
 public struct PostgresFleetCacheInvalidation: Sendable, Hashable, CustomStringConvertible {
     enum Mode: Sendable, Hashable {
         case listen
+        case polling(Duration)
     }
 
     let mode: Mode
@@ -429,10 +541,22 @@ public struct PostgresFleetCacheInvalidation: Sendable, Hashable, CustomStringCo
     /// session mode): notifications do not cross a transaction-pooling pooler.
     public static var listen: Self { Self(mode: .listen) }
 
-    /// The mode's name: `"LISTEN/NOTIFY"`.
+    /// Reading the invalidation log (`<tableName>_log`) every `interval`, with ordinary
+    /// statements: works through a transaction-pooling pooler (pgbouncer `pool_mode =
+    /// transaction`), where notifications do not arrive. A process serves a value invalidated
+    /// elsewhere for at most `interval` plus one poll's round trip (and then one load).
+    ///
+    /// - Parameter interval: The time between polls; must be positive.
+    public static func polling(every interval: Duration) -> Self {
+        precondition(interval > .zero, "interval: \(interval) must be positive")
+        return Self(mode: .polling(interval))
+    }
+
+    /// The mode's name: `"LISTEN/NOTIFY"` or `"polling every <interval>"`.
     public var description: String {
         switch mode {
         case .listen: "LISTEN/NOTIFY"
+        case let .polling(interval): "polling every \(interval)"
         }
     }
 }

@@ -17,7 +17,7 @@
 // With `--mode fleet` it is instead one replica of a `PostgresFleetCache` (see `runFleet`):
 //
 //   taskkit-postgres-worker --mode fleet --url URL --table t --executions e --source s --keys 1000 \
-//       --target-version 2 --start-file PATH [--concurrency 16] [--deadline-ms 60000]
+//       --target-version 2 --start-file PATH [--concurrency 16] [--deadline-ms 60000] [--poll-ms N]
 import Foundation
 import Logging
 import PostgresNIO
@@ -45,6 +45,7 @@ struct Options {
     var startFile = ""
     var concurrency = 16
     var deadlineMilliseconds = 60_000
+    var pollMilliseconds: Int?
 
     init(arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -67,6 +68,7 @@ struct Options {
             case "--start-file": startFile = value
             case "--concurrency": concurrency = Self.int(value, name)
             case "--deadline-ms": deadlineMilliseconds = Self.int(value, name)
+            case "--poll-ms": pollMilliseconds = Self.int(value, name)
             default: fail("unknown option \(name)")
             }
         }
@@ -131,12 +133,16 @@ func say(_ line: String) {
 ///    `--target-version`, noting when each first did;
 /// 3. waits for `--start-file`, where the test wrote (as seconds since 1970) when it began the
 ///    invalidation, and prints `fleet seen=N latencies_ms=a,b,…` (one per key, from that time)
-///    and `stale_after_start=N`: 0 unless a key served the old version after it first served
+///    `delivered_ms=D` (when every key's invalidation had arrived) and `stale_after_start=N`: 0 unless a key served the old version after it first served
 ///    the new one.
 func runFleet(client: PostgresClient) async -> Int32 {
     let source = options.source
     let executions = options.executions
-    let cache = PostgresFleetCache<String>(client: client, tableName: options.table, maximumEntries: 2 * options.keys) { key in
+    let cache = PostgresFleetCache<String>(
+        client: client, tableName: options.table,
+        invalidation: options.pollMilliseconds.map { .polling(every: .milliseconds($0)) } ?? .listen,
+        maximumEntries: 2 * options.keys
+    ) { key in
         try await client.query("INSERT INTO \(unescaped: executions) (key, pid) VALUES (\(key), \(pid))")
         var version = 0
         for try await v in try await client.query(
@@ -192,6 +198,14 @@ func runFleet(client: PostgresClient) async -> Int32 {
         let warm = await pass(keys, seen: [:])
         guard warm.errors == 0 else { say("fleet error=warm-up"); return 1 }
         say("ready")
+        // When the invalidations of every key have arrived (sampled every millisecond).
+        let delivered = Task { () -> Double? in
+            while !Task.isCancelled {
+                if cache.counters.keysInvalidated >= options.keys { return Date().timeIntervalSince1970 }
+                try? await Task.sleep(for: .milliseconds(1))
+            }
+            return nil
+        }
         var seen: [String: Double] = [:]
         var stale = 0
         var errors = 0
@@ -212,8 +226,10 @@ func runFleet(client: PostgresClient) async -> Int32 {
             if start == nil { try? await Task.sleep(for: .milliseconds(5)) }
         }
         guard let start else { say("fleet error=no-start-file"); return 1 }
+        delivered.cancel()
+        let deliveredMilliseconds = await delivered.value.map { String(format: "%.1f", ($0 - start) * 1_000) } ?? "none"
         let latencies = seen.values.map { String(format: "%.1f", ($0 - start) * 1_000) }
-        say("fleet seen=\(seen.count) stale_after_start=\(stale) errors=\(errors) resyncs=\(cache.counters.resyncs) latencies_ms=\(latencies.joined(separator: ","))")
+        say("fleet seen=\(seen.count) stale_after_start=\(stale) errors=\(errors) resyncs=\(cache.counters.resyncs) delivered_ms=\(deliveredMilliseconds) latencies_ms=\(latencies.joined(separator: ","))")
         return seen.count == keys.count && stale == 0 && errors == 0 ? 0 : 1
     }
 }

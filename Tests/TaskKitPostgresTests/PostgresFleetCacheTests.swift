@@ -152,6 +152,37 @@ struct PostgresFleetCacheTests {
         }
     }
 
+    /// Polling the log through pgbouncer in transaction mode (no notification crosses it): an
+    /// invalidation, a tag and a put reach the other instance within the interval plus a poll.
+    @Test(.scaledTimeLimit(minutes: 1), .enabled(if: PostgresTestServer.poolerURL != nil || PostgresTestServer.required,
+                                            "no pgbouncer: TASKKIT_POSTGRES_POOLER_URL is not set"))
+    func pollingThroughATransactionPooler() async throws {
+        try await withFleet(2, pooler: true, invalidation: .polling(every: .milliseconds(100)),
+                            tags: { key in key.hasPrefix("t") ? ["t"] : [] }) { caches, source, _ in
+            let (a, b) = (caches[0], caches[1])
+            #expect(b.invalidationMode == .polling(every: .milliseconds(100)))
+            #expect(try await b.value(forKey: "k") == "k=v1")
+            #expect(try await b.value(forKey: "t1") == "t1=v1")
+            source.set("k", 2)
+            source.set("t1", 2)
+            try await a.invalidate("k")
+            try await a.invalidate(tag: "t")
+            let invalidatedAt = ContinuousClock.now
+            await eventually("B serves the new values", within: TestDeadline.scaled(.seconds(5))) {
+                let k = try? await b.value(forKey: "k")
+                let t1 = try? await b.value(forKey: "t1")
+                return k == "k=v2" && t1 == "t1=v2"
+            }
+            let elapsed = ContinuousClock.now - invalidatedAt
+            #expect(elapsed < TestDeadline.scaled(.seconds(2)), "seen after \(elapsed)")
+            try await a.put("k=put", forKey: "k")
+            await eventually("B serves the put value", within: TestDeadline.scaled(.seconds(5))) {
+                (try? await b.value(forKey: "k")) == "k=put"
+            }
+            #expect(source.loads("k") == 2 && source.loads("t1") == 2, "one load per invalidation")
+        }
+    }
+
     // MARK: - Across processes
 
     /// 8 worker processes (replicas) × 1,000 keys: after one invalidation of every key in this
@@ -160,11 +191,21 @@ struct PostgresFleetCacheTests {
     /// latencies (from the start of the invalidation to a replica's first read of the new value).
     @Test(.scaledTimeLimit(minutes: 3))
     func eightProcessesOfAThousandKeysServeTheNewValuesAfterOneInvalidation() async throws {
-        let url = try #require(PostgresTestServer.url)
+        try await runReplicas(keys: 1_000, pollMilliseconds: nil)
+    }
+
+    /// The same through pgbouncer in transaction mode, polling the log every 100 ms, 200 keys.
+    @Test(.scaledTimeLimit(minutes: 3), .enabled(if: PostgresTestServer.poolerURL != nil || PostgresTestServer.required,
+                                            "no pgbouncer: TASKKIT_POSTGRES_POOLER_URL is not set"))
+    func eightProcessesPollingThroughATransactionPooler() async throws {
+        try await runReplicas(keys: 200, pollMilliseconds: 100)
+    }
+
+    private func runReplicas(keys: Int, pollMilliseconds: Int?) async throws {
+        let url = try #require(pollMilliseconds == nil ? PostgresTestServer.url : PostgresTestServer.poolerURL)
         let table = PostgresTestServer.uniqueName("fc")
         let executions = PostgresTestServer.uniqueName("ex")
         let source = PostgresTestServer.uniqueName("src")
-        let keys = 1_000
         let startFile = FileManager.default.temporaryDirectory
             .appendingPathComponent("taskkit-fleet-start-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: startFile) }
@@ -179,7 +220,7 @@ struct PostgresFleetCacheTests {
                 "--mode", "fleet", "--url", url, "--table", table, "--executions", executions,
                 "--source", source, "--keys", "\(keys)", "--target-version", "2",
                 "--start-file", startFile.path, "--deadline-ms", "120000",
-            ])
+            ] + (pollMilliseconds.map { ["--poll-ms", "\($0)"] } ?? []))
         }
         defer { for worker in workers { worker.kill() } }
         let ready = await eventually("every replica is warm", within: TestDeadline.scaled(.seconds(90)), pollingEvery: .milliseconds(20)) {
@@ -206,16 +247,26 @@ struct PostgresFleetCacheTests {
         for worker in workers {
             #expect(worker.process.terminationStatus == 0, "replica failed:\n\(worker.log.prefix(2_000))")
         }
-        let latencies = workers.flatMap { worker -> [Double] in
-            guard let line = worker.log.split(separator: "\n").first(where: { $0.hasPrefix("fleet seen=") }),
-                  let list = line.split(separator: " ").first(where: { $0.hasPrefix("latencies_ms=") })
-            else { return [] }
-            return list.dropFirst("latencies_ms=".count).split(separator: ",").compactMap { Double($0) }
-        }.sorted()
+        func field(_ name: String) -> [Double] {
+            workers.flatMap { worker -> [Double] in
+                guard let line = worker.log.split(separator: "\n").first(where: { $0.hasPrefix("fleet seen=") }),
+                      let list = line.split(separator: " ").first(where: { $0.hasPrefix(name + "=") })
+                else { return [] }
+                return list.dropFirst(name.count + 1).split(separator: ",").compactMap { Double($0) }
+            }.sorted()
+        }
+        let latencies = field("latencies_ms"), delivered = field("delivered_ms")
         #expect(latencies.count == 8 * keys, "latencies reported: \(latencies.count)")
-        if !latencies.isEmpty {
+        #expect(delivered.count == 8, "delivery times reported: \(delivered.count)")
+        let mode = pollMilliseconds.map { "polling every \($0) ms through pgbouncer" } ?? "LISTEN"
+        if !latencies.isEmpty, !delivered.isEmpty {
             let p50 = latencies[latencies.count / 2], p99 = latencies[latencies.count * 99 / 100]
-            print("PostgresFleetCache LISTEN, 8 processes × \(keys) keys: invalidation to visibility p50 \(p50) ms, p99 \(p99) ms, max \(latencies.last ?? 0) ms")
+            print("""
+                PostgresFleetCache \(mode), 8 processes × \(keys) keys, one invalidation of every key: \
+                every key's invalidation received after \(delivered.first ?? 0)–\(delivered.last ?? 0) ms \
+                (median \(delivered[delivered.count / 2]) ms); a key's new value first read after \
+                p50 \(p50) ms, p99 \(p99) ms, max \(latencies.last ?? 0) ms
+                """)
         }
         let loads = try await PostgresTestServer.withClient { client in
             try await PostgresTestServer.executions(client, table: executions)
@@ -230,12 +281,14 @@ struct PostgresFleetCacheTests {
     /// so; `admin` is another client.
     private func withFleet(
         _ count: Int,
+        pooler: Bool = false,
+        invalidation: PostgresFleetCacheInvalidation = .listen,
         running: [Bool]? = nil,
         maximumAgeWhileDisconnected: Duration = .seconds(5),
         tags: (@Sendable (String) -> Set<String>)? = nil,
         _ body: @Sendable ([PostgresFleetCache<String>], Source, PostgresClient) async throws -> Void
     ) async throws {
-        let url = try #require(PostgresTestServer.url)
+        let url = try #require(pooler ? PostgresTestServer.poolerURL : PostgresTestServer.url)
         let table = PostgresTestServer.uniqueName("fc")
         let source = Source()
         let configuration = try PostgresTestServer.configuration(url)
@@ -247,7 +300,8 @@ struct PostgresFleetCacheTests {
         }
         let caches = clients.dropLast().map { client in
             PostgresFleetCache<String>(
-                client: client, tableName: table, maximumAgeWhileDisconnected: maximumAgeWhileDisconnected,
+                client: client, tableName: table, invalidation: invalidation,
+                maximumAgeWhileDisconnected: maximumAgeWhileDisconnected,
                 reconnectBackoff: .exponential(initial: .milliseconds(20), maximumDelay: .milliseconds(200)),
                 tags: tags
             ) { key in source.load(key) }
