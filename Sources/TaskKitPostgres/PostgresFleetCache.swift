@@ -27,20 +27,20 @@ import TaskKit
 /// - **Shared tier (L2).** A miss goes to ``PostgresSingleFlight``'s table: a stored value is
 ///   read, else one process in the fleet claims the key and runs `load`, and every other process
 ///   waits for its result. A key is loaded once per invalidation across the fleet.
-/// - **Invalidation.** ``invalidate(_:)``, ``invalidate(keys:)``, ``invalidate(tag:)`` and
-///   ``invalidateAll()`` clear the shared rows and notify the fleet in one autocommit statement
+/// - **Invalidation.** ``PostgresFleetCache/invalidate(_:)``, ``PostgresFleetCache/invalidate(keys:)``, ``PostgresFleetCache/invalidate(tag:)`` and
+///   ``PostgresFleetCache/invalidateAll()`` clear the shared rows and notify the fleet in one autocommit statement
 ///   (`pg_notify` is transactional: the notification is sent when the change commits, and only
-///   then). ``put(_:forKey:)`` stores a value the same way. Keys travel as SHA-256 digests, at
+///   then). ``PostgresFleetCache/put(_:forKey:)`` stores a value the same way. Keys travel as SHA-256 digests, at
 ///   most 100 per notification, so any key fits.
-/// - **Delivery** (``invalidationMode``): ``PostgresFleetCacheInvalidation/listen``, a `LISTEN` on
-///   one connection of `client` that ``run()`` holds: a process serves a value invalidated
+/// - **Delivery** (``PostgresFleetCache/invalidationMode``): ``PostgresFleetCacheInvalidation/listen``, a `LISTEN` on
+///   one connection of `client` that ``PostgresFleetCache/run()`` holds: a process serves a value invalidated
 ///   elsewhere for at most the notification's delivery time (milliseconds on a local network).
-///   ``PostgresFleetCacheInvalidation/polling(every:)``: ``run()`` reads the invalidation log
+///   ``PostgresFleetCacheInvalidation/polling(every:)``: ``PostgresFleetCache/run()`` reads the invalidation log
 ///   at that interval, through any connection (a transaction pooler too): at most the interval
 ///   plus one poll's round trip. Every invalidation is written to the log and notified, so a
 ///   fleet may mix the modes.
 /// - **Nothing missed silently.** When the listening connection drops (a restart, a failover,
-///   `pg_terminate_backend`), ``run()`` reconnects with `reconnectBackoff` and, since
+///   `pg_terminate_backend`), ``PostgresFleetCache/run()`` reconnects with `reconnectBackoff` and, since
 ///   notifications may have been missed meanwhile, drops the whole local tier once it listens
 ///   again (counted in ``PostgresFleetCacheCounters/resyncs``). While it does not listen (before
 ///   the first `LISTEN` too), a local value older than `maximumAgeWhileDisconnected` is not
@@ -49,7 +49,7 @@ import TaskKit
 ///
 /// Every statement is bounded by the lease, at most 10 seconds. The shared tier works through
 /// a transaction-pooling pooler; the listener needs a direct connection (a notification does not
-/// cross pgbouncer in transaction mode).
+/// cross pgbouncer in transaction mode). See <doc:CachingAcrossReplicas>.
 public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
     /// A value of the local tier and when its load began (nanoseconds of the cache's clock).
     struct Entry: Sendable {
@@ -76,10 +76,10 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
     ///
     /// - Parameters:
     ///   - client: The postgres-nio client, running (`run()`) while the cache is used; directly to
-    ///     PostgreSQL: ``run()`` holds one of its connections to listen.
+    ///     PostgreSQL: ``PostgresFleetCache/run()`` holds one of its connections to listen.
     ///   - tableName: The shared tier's table (an SQL identifier of at most 57 characters,
     ///     optionally schema-qualified); `<tableName>_tags` holds the tags. Create them with
-    ///     ``prepare()``. Every process of the fleet passes the same name.
+    ///     ``PostgresFleetCache/prepare()``. Every process of the fleet passes the same name.
     ///   - invalidation: How other processes' invalidations arrive. Default:
     ///     ``PostgresFleetCacheInvalidation/listen``.
     ///   - maximumEntries: The most values the local tier holds (see `KeyedMonoTask`); must be
@@ -101,7 +101,7 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
     ///     backoff. Default: `CoarseContinuousClock`.
     ///   - logger: Where the mode, connections, reconnections and resyncs are logged. Silent by
     ///     default.
-    ///   - tags: The tags of a key, for ``invalidate(tag:)`` (`"user:42"`, `"catalog"`); called
+    ///   - tags: The tags of a key, for ``PostgresFleetCache/invalidate(tag:)`` (`"user:42"`, `"catalog"`); called
     ///     before each load through the shared tier, whose rows are tagged before the value is
     ///     stored. `nil` (default): no tags.
     ///   - load: Loads a key's value from the source of truth: at most once at a time per key in
@@ -209,7 +209,7 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
     /// The value of `key`: from the local tier (no database round trip), else from the shared
     /// tier, else from the one `load` of the key running in the fleet, or started here.
     ///
-    /// While invalidations are not received (``isReceivingInvalidations`` is `false`), a local
+    /// While invalidations are not received (``PostgresFleetCache/isReceivingInvalidations`` is `false`), a local
     /// value loaded longer than `maximumAgeWhileDisconnected` ago is read again from the shared
     /// tier instead.
     ///
@@ -270,7 +270,7 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
         try await invalidate(keys: [key])
     }
 
-    /// ``invalidate(_:)`` for many keys, in one statement (notified in batches of 100 keys).
+    /// ``PostgresFleetCache/invalidate(_:)`` for many keys, in one statement (notified in batches of 100 keys).
     ///
     /// - Throws: ``PostgresSingleFlightError``.
     public func invalidate(keys: some Sequence<String>) async throws {
@@ -291,7 +291,7 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
     }
 
     /// Drops every key tagged `tag` (by the cache's `tags`) from the shared tier and from every
-    /// process's local tier, as ``invalidate(_:)`` does. The keys are those whose rows were tagged
+    /// process's local tier, as ``PostgresFleetCache/invalidate(_:)`` does. The keys are those whose rows were tagged
     /// when the statement runs, however many (notified in batches of 100 keys).
     ///
     /// - Throws: ``PostgresSingleFlightError``.
@@ -347,12 +347,12 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
     /// of its own for as long as the cache is used (like `PostgresClient.run()`).
     ///
     /// With ``PostgresFleetCacheInvalidation/listen``: holds one of the client's connections and
-    /// listens on ``channel``. Each time it starts listening after the first, it drops the local
+    /// listens on ``PostgresFleetCache/channel``. Each time it starts listening after the first, it drops the local
     /// tier (a resync: notifications may have been missed). When the connection drops, it tries
-    /// again after `reconnectBackoff`'s delay; ``isReceivingInvalidations`` is `false` meanwhile.
+    /// again after `reconnectBackoff`'s delay; ``PostgresFleetCache/isReceivingInvalidations`` is `false` meanwhile.
     ///
     /// With ``PostgresFleetCacheInvalidation/polling(every:)``: reads the log's new rows at each
-    /// interval; a failed poll makes ``isReceivingInvalidations`` `false` until one succeeds,
+    /// interval; a failed poll makes ``PostgresFleetCache/isReceivingInvalidations`` `false` until one succeeds,
     /// and after a gap longer than half the log's retention (at least 60 seconds, 20 intervals)
     /// the local tier is dropped (a resync).
     ///
