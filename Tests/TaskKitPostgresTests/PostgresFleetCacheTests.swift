@@ -183,6 +183,71 @@ struct PostgresFleetCacheTests {
         }
     }
 
+    /// A role without superuser rights (only `CREATE` on the schema) prepares the tables,
+    /// notifies, listens and is notified.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aRoleWithoutSuperuserRights() async throws {
+        let role = PostgresTestServer.uniqueName("fcrole")
+        try await withFleet(1) { _, source, admin in
+            try await admin.query("CREATE ROLE \(unescaped: role) LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE")
+            try await admin.query("GRANT USAGE, CREATE ON SCHEMA public TO \(unescaped: role)")
+            let table = PostgresTestServer.uniqueName("fc")
+            var configuration = try PostgresTestServer.configuration(try #require(PostgresTestServer.url))
+            configuration.username = role
+            configuration.password = nil
+            let client = PostgresClient(
+                configuration: configuration,
+                backgroundLogger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
+            )
+            let limited = PostgresFleetCache<String>(client: client, tableName: table) { key in source.load(key) }
+            let other = PostgresFleetCache<String>(client: client, tableName: table) { key in source.load(key) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await client.run() }
+                defer { group.cancelAll() }
+                try await limited.prepare()
+                group.addTask { await limited.run() }
+                group.addTask { await other.run() }
+                await eventually("both listen", within: TestDeadline.scaled(.seconds(10))) {
+                    limited.isReceivingInvalidations && other.isReceivingInvalidations
+                }
+                #expect(try await other.value(forKey: "r") == "r=v1")
+                source.set("r", 2)
+                try await limited.invalidate("r")
+                try await limited.invalidate(tag: "none")
+                try await limited.put("r=put", forKey: "q")
+                try await limited.invalidateAll()
+                await eventually("the other instance serves the new value", within: TestDeadline.scaled(.seconds(5))) {
+                    (try? await other.value(forKey: "r")) == "r=v2"
+                }
+                #expect(other.counters.allInvalidated == 1)
+            }
+        }
+    }
+
+    /// A flood: 20,000 keys in one call (200 notifications) and 500 concurrent single-key calls;
+    /// the receiver drops what it holds and counts every key.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aFloodOfInvalidations() async throws {
+        try await withFleet(2) { caches, source, _ in
+            let (a, b) = (caches[0], caches[1])
+            let held = (0..<100).map { "held\($0)" }
+            for key in held { _ = try await b.value(forKey: key) }
+            for key in held { source.set(key, 2) }
+            try await a.invalidate(keys: (0..<20_000).map { "flood\($0)" } + held)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<500 {
+                    group.addTask { try await a.invalidate("single\(index)") }
+                }
+                try await group.waitForAll()
+            }
+            await eventually("B received every key", within: TestDeadline.scaled(.seconds(10))) {
+                b.counters.keysInvalidated == 20_600
+            }
+            #expect(b.local.count == 0, "every held key dropped")
+            for key in held { #expect(try await b.value(forKey: key) == "\(key)=v2") }
+        }
+    }
+
     // MARK: - Across processes
 
     /// 8 worker processes (replicas) × 1,000 keys: after one invalidation of every key in this
