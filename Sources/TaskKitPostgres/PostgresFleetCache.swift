@@ -353,10 +353,10 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
     ///
     /// With ``PostgresFleetCacheInvalidation/polling(every:)``: reads the log's new rows at each
     /// interval; a failed poll makes ``PostgresFleetCache/isReceivingInvalidations`` `false` until one succeeds,
-    /// and after a gap longer than half the log's retention (at least 60 seconds, 20 intervals)
+    /// and after a gap longer than half the log's retention (5 of its 10 minutes)
     /// the local tier is dropped (a resync).
     ///
-    /// In both modes it also prunes the log every 15 seconds or more.
+    /// In both modes it also deletes the log's rows older than 10 minutes, every minute.
     public func run() async {
         logger.info("PostgresFleetCache: receiving invalidations by \(invalidationMode)",
                     metadata: ["channel": "\(statements.channel)", "table": "\(statements.table)"])
@@ -372,25 +372,22 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
         }
     }
 
-    /// How long the log keeps an invalidation: an instance in polling mode that has not read it
-    /// for longer than half of this drops its local tier (it may have missed rows).
-    var logRetention: Duration {
-        switch invalidationMode.mode {
-        case .listen: .seconds(60)
-        case let .polling(interval): max(.seconds(60), interval * 20)
-        }
-    }
+    /// How long the log keeps an invalidation: the same in every mode and every replica, so that
+    /// a replica that prunes never deletes rows a polling replica still counts on. A polling
+    /// replica that has not read the log for longer than half of this drops its local tier (it
+    /// may have missed rows).
+    static var logRetention: Duration { .seconds(600) }
 
-    /// Deletes the log's old rows every quarter of the retention, until cancelled.
+    /// Deletes the log's rows older than the retention every minute, until cancelled.
     private func pruneLog() async {
         while true {
             do {
-                try await sleep(logRetention / 4)
+                try await sleep(.seconds(60))
             } catch {
                 return
             }
             do {
-                try await execute(statements.pruneLog(retention: logRetention), statement: "prune log")
+                try await execute(statements.pruneLog(retention: Self.logRetention), statement: "prune log")
             } catch {
                 logger.debug("PostgresFleetCache: pruning the log failed: \(String(reflecting: error))")
             }
@@ -420,7 +417,7 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
                         }
                         return rows
                     }
-                    if let last = lastSuccess, shared.elapsed() - last > logRetention / 2 {
+                    if let last = lastSuccess, shared.elapsed() - last > Self.logRetention / 2 {
                         // Rows this instance never read may have been pruned.
                         subscribed(resync: true)
                     }
@@ -546,9 +543,10 @@ public struct PostgresFleetCacheInvalidation: Sendable, Hashable, CustomStringCo
     /// transaction`), where notifications do not arrive. A process serves a value invalidated
     /// elsewhere for at most `interval` plus one poll's round trip (and then one load).
     ///
-    /// - Parameter interval: The time between polls; must be positive.
+    /// - Parameter interval: The time between polls; must be positive and at most a minute.
     public static func polling(every interval: Duration) -> Self {
-        precondition(interval > .zero, "interval: \(interval) must be positive")
+        precondition(interval > .zero && interval <= .seconds(60),
+                     "interval: \(interval) must be positive and at most 60 seconds")
         return Self(mode: .polling(interval))
     }
 
