@@ -425,8 +425,9 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
                     var next = current
                     for (id, payload, settled) in rows {
                         if applied.insert(id).inserted, let message = FleetInvalidationMessage(payload: payload) {
-                            shared.counters(received: message)
+                            // Counted once applied: a counter that grew names keys already dropped.
                             if message.origin != shared.origin { receive(message) }
+                            shared.counters(received: message)
                         }
                         if settledPrefix, settled { next = id } else { settledPrefix = false }
                     }
@@ -476,9 +477,9 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
                                 logger.debug("PostgresFleetCache: ignored a notification that is not an invalidation")
                                 continue
                             }
+                            // Counted once applied: a counter that grew names keys already dropped.
+                            if message.origin != shared.origin { receive(message) }
                             shared.counters(received: message)
-                            guard message.origin != shared.origin else { continue }
-                            receive(message)
                         }
                     }
                 }
@@ -561,7 +562,9 @@ public struct PostgresFleetCacheInvalidation: Sendable, Hashable, CustomStringCo
 
 /// What a ``PostgresFleetCache`` has received; every counter only grows.
 public struct PostgresFleetCacheCounters: Sendable, Hashable {
-    /// Notifications received, this process's own included.
+    /// Notifications received, this process's own included. Every counter grows only after the
+    /// message was applied: once it names a key, that key is no longer served from this process's
+    /// local tier.
     public var notifications: Int
     /// Keys named by the notifications of other processes.
     public var keysInvalidated: Int

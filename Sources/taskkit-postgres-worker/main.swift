@@ -17,7 +17,7 @@
 // With `--mode fleet` it is instead one replica of a `PostgresFleetCache` (see `runFleet`):
 //
 //   taskkit-postgres-worker --mode fleet --url URL --table t --executions e --source s --keys 1000 \
-//       --target-version 2 --start-file PATH [--concurrency 16] [--deadline-ms 60000] [--poll-ms N]
+//       --target-version 2 --times-file PATH [--concurrency 4] [--deadline-ms 60000] [--poll-ms N]
 import Foundation
 import Logging
 import PostgresNIO
@@ -42,8 +42,8 @@ struct Options {
     var mode = "single-flight"
     var source = ""
     var targetVersion = 2
-    var startFile = ""
-    var concurrency = 16
+    var timesFile = ""
+    var concurrency = 4
     var deadlineMilliseconds = 60_000
     var pollMilliseconds: Int?
 
@@ -65,7 +65,7 @@ struct Options {
             case "--mode": mode = value
             case "--source": source = value
             case "--target-version": targetVersion = Self.int(value, name)
-            case "--start-file": startFile = value
+            case "--times-file": timesFile = value
             case "--concurrency": concurrency = Self.int(value, name)
             case "--deadline-ms": deadlineMilliseconds = Self.int(value, name)
             case "--poll-ms": pollMilliseconds = Self.int(value, name)
@@ -125,16 +125,46 @@ func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
-/// One replica of a `PostgresFleetCache` of `--keys` keys over the table `--table`, loading a
-/// key's version from the table `--source` (`key text, version integer`) and recording each load
-/// in `--executions`:
+/// Times noted by a replica's tasks, per key index (seconds since 1970).
+///
+/// `@unchecked Sendable`: every stored property is read and written only inside `lock`.
+final class KeyTimes: @unchecked Sendable {
+    private let lock = NSLock()
+    private var times: [Double?]
+    init(count: Int) { times = Array(repeating: nil, count: count) }
+    subscript(index: Int) -> Double? {
+        lock.lock(); defer { lock.unlock() }
+        return times[index]
+    }
+    /// Notes `time` for `index` unless a time is already noted; returns whether it was noted.
+    @discardableResult
+    func note(_ index: Int, at time: Double) -> Bool {
+        lock.lock(); defer { lock.unlock() }
+        guard times[index] == nil else { return false }
+        times[index] = time
+        return true
+    }
+    var all: [Double?] {
+        lock.lock(); defer { lock.unlock() }
+        return times
+    }
+}
+
+/// One replica of a `PostgresFleetCache` of `--keys` keys (`k0` … `k<keys - 1>`) over the table
+/// `--table`, loading a key's version from the table `--source` (`key text, version integer`)
+/// and recording each load in `--executions`:
 /// 1. listens (`run()`), reads every key once (the fleet loads each once), prints `ready`;
-/// 2. reads every key again and again (`--concurrency` callers) until each has served
-///    `--target-version`, noting when each first did;
-/// 3. waits for `--start-file`, where the test wrote (as seconds since 1970) when it began the
-///    invalidation, and prints `fleet seen=N latencies_ms=a,b,…` (one per key, from that time)
-///    `delivered_ms=D` (when every key's invalidation had arrived) and `stale_after_start=N`: 0 unless a key served the old version after it first served
-///    the new one.
+/// 2. while the test invalidates the keys in order (one by one or in small batches), notes when
+///    each key's invalidation was applied here: the count of keys invalidated by other processes
+///    (`counters.keysInvalidated`, sampled every millisecond) reaching the key's index + 1;
+/// 3. meanwhile `--concurrency` readers read the keys not yet seen at `--target-version` again
+///    and again (10 ms apart), noting when each first served it, and counting a read
+///    that began after the key's invalidation was applied and still served an older version;
+/// 4. reads every key once more (each must serve the target version), waits for `--times-file`,
+///    where the test wrote, per key, when its `invalidate` returned (seconds since 1970, comma
+///    separated), and prints `fleet seen=N stale=N errors=N resyncs=N visible_ms=a,b,…`
+///    (per key, from `invalidate` returning to the invalidation applied here) `read_ms=a,b,…`
+///    (to this replica's first read of the new value).
 func runFleet(client: PostgresClient) async -> Int32 {
     let source = options.source
     let executions = options.executions
@@ -158,79 +188,94 @@ func runFleet(client: PostgresClient) async -> Int32 {
             guard ContinuousClock.now < deadline else { say("fleet error=not-listening"); return 1 }
             try? await Task.sleep(for: .milliseconds(5))
         }
-        let keys = (0..<options.keys).map { "\(options.keyPrefix)\($0)" }
+        let count = options.keys
+        let keys = (0..<count).map { "\(options.keyPrefix)\($0)" }
         let target = "\(options.targetVersion)"
-        /// Reads `keys` with `concurrency` callers; returns, per key read at the target version,
-        /// when (seconds since 1970), and how many reads served an older version after the key
-        /// was first seen at the target.
-        @Sendable func pass(_ keys: [String], seen: [String: Double]) async -> (seen: [String: Double], stale: Int, errors: Int) {
-            let queue = KeyQueue(keys)
-            return await withTaskGroup(of: ([String: Double], Int, Int).self) { callers in
-                for _ in 0..<max(1, options.concurrency) {
-                    callers.addTask {
-                        var found: [String: Double] = [:]
-                        var stale = 0, errors = 0
-                        while let key = await queue.take() {
-                            do {
-                                let value = try await cache.value(forKey: key)
-                                if value == target {
-                                    found[key] = Date().timeIntervalSince1970
-                                } else if seen[key] != nil {
-                                    stale += 1
-                                }
-                            } catch {
-                                errors += 1
-                                FileHandle.standardError.write(Data("taskkit-postgres-worker: \(key): \(String(reflecting: error))\n".utf8))
-                            }
-                        }
-                        return (found, stale, errors)
+        let concurrency = max(1, options.concurrency)
+        let warmErrors = await withTaskGroup(of: Int.self) { readers in
+            for reader in 0..<concurrency {
+                readers.addTask {
+                    var errors = 0
+                    for index in stride(from: reader, to: count, by: concurrency) {
+                        do { _ = try await cache.value(forKey: keys[index]) } catch { errors += 1 }
                     }
+                    return errors
                 }
-                var all = seen, stale = 0, errors = 0
-                for await (found, s, e) in callers {
-                    for (key, at) in found where all[key] == nil { all[key] = at }
-                    stale += s
-                    errors += e
-                }
-                return (all, stale, errors)
             }
+            return await readers.reduce(0, +)
         }
-        let warm = await pass(keys, seen: [:])
-        guard warm.errors == 0 else { say("fleet error=warm-up"); return 1 }
+        guard warmErrors == 0 else { say("fleet error=warm-up"); return 1 }
+        let applied = KeyTimes(count: count), seen = KeyTimes(count: count)
         say("ready")
-        // When the invalidations of every key have arrived (sampled every millisecond).
-        let delivered = Task { () -> Double? in
-            while !Task.isCancelled {
-                if cache.counters.keysInvalidated >= options.keys { return Date().timeIntervalSince1970 }
+        let watcher = Task {
+            var noted = 0
+            while noted < count, ContinuousClock.now < deadline {
+                let invalidated = min(cache.counters.keysInvalidated, count)
+                if invalidated > noted {
+                    let now = Date().timeIntervalSince1970
+                    for index in noted..<invalidated { applied.note(index, at: now) }
+                    noted = invalidated
+                }
                 try? await Task.sleep(for: .milliseconds(1))
             }
-            return nil
         }
-        var seen: [String: Double] = [:]
-        var stale = 0
-        var errors = 0
-        while seen.count < keys.count, ContinuousClock.now < deadline {
-            let result = await pass(keys.filter { seen[$0] == nil }, seen: seen)
-            seen = result.seen
-            stale += result.stale
-            errors += result.errors
-            if seen.count < keys.count { try? await Task.sleep(for: .milliseconds(1)) }
+        let (stale, errors) = await withTaskGroup(of: (Int, Int).self) { readers in
+            for reader in 0..<concurrency {
+                readers.addTask {
+                    var pending = Array(stride(from: reader, to: count, by: concurrency))
+                    var stale = 0, errors = 0
+                    while !pending.isEmpty, ContinuousClock.now < deadline {
+                        var left: [Int] = []
+                        for index in pending {
+                            let began = Date().timeIntervalSince1970
+                            do {
+                                let value = try await cache.value(forKey: keys[index])
+                                if value == target {
+                                    seen.note(index, at: Date().timeIntervalSince1970)
+                                    continue
+                                }
+                                if let at = applied[index], at < began { stale += 1 }
+                            } catch {
+                                errors += 1
+                                FileHandle.standardError.write(Data("taskkit-postgres-worker: \(keys[index]): \(String(reflecting: error))\n".utf8))
+                            }
+                            left.append(index)
+                        }
+                        pending = left
+                        if !pending.isEmpty { try? await Task.sleep(for: .milliseconds(10)) }
+                    }
+                    return (stale, errors)
+                }
+            }
+            var total = (0, 0)
+            for await (s, e) in readers { total = (total.0 + s, total.1 + e) }
+            return total
         }
-        // One more pass over every key: none may serve the old version again.
-        let check = await pass(keys, seen: seen)
-        stale += check.stale
-        var start: Double?
-        while start == nil, ContinuousClock.now < deadline {
-            start = (try? String(contentsOfFile: options.startFile, encoding: .utf8))
-                .flatMap { Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
-            if start == nil { try? await Task.sleep(for: .milliseconds(5)) }
+        await watcher.value
+        // Once more, every key: none may serve an older version again.
+        var finalStale = 0
+        for (index, key) in keys.enumerated() where applied[index] != nil {
+            if (try? await cache.value(forKey: key)) != target { finalStale += 1 }
         }
-        guard let start else { say("fleet error=no-start-file"); return 1 }
-        delivered.cancel()
-        let deliveredMilliseconds = await delivered.value.map { String(format: "%.1f", ($0 - start) * 1_000) } ?? "none"
-        let latencies = seen.values.map { String(format: "%.1f", ($0 - start) * 1_000) }
-        say("fleet seen=\(seen.count) stale_after_start=\(stale) errors=\(errors) resyncs=\(cache.counters.resyncs) delivered_ms=\(deliveredMilliseconds) latencies_ms=\(latencies.joined(separator: ","))")
-        return seen.count == keys.count && stale == 0 && errors == 0 ? 0 : 1
+        var returned: [Double]?
+        let timesDeadline = ContinuousClock.now + .seconds(30)
+        while returned == nil, ContinuousClock.now < timesDeadline {
+            returned = (try? String(contentsOfFile: options.timesFile, encoding: .utf8))
+                .map { $0.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: ",").compactMap { Double($0) } }
+                .flatMap { $0.count == count ? $0 : nil }
+            if returned == nil { try? await Task.sleep(for: .milliseconds(5)) }
+        }
+        guard let returned else { say("fleet error=no-times-file"); return 1 }
+        func milliseconds(_ times: KeyTimes) -> String {
+            zip(times.all, returned).compactMap { time, end in
+                time.map { String(format: "%.1f", ($0 - end) * 1_000) }
+            }.joined(separator: ",")
+        }
+        let seenCount = seen.all.compactMap { $0 }.count
+        let appliedCount = applied.all.compactMap { $0 }.count
+        let resyncs = cache.counters.resyncs
+        say("fleet seen=\(seenCount) applied=\(appliedCount) stale=\(stale + finalStale) errors=\(errors) resyncs=\(resyncs) visible_ms=\(milliseconds(applied)) read_ms=\(milliseconds(seen))")
+        return seenCount == count && appliedCount == count && stale + finalStale == 0 && errors == 0 && resyncs == 0 ? 0 : 1
     }
 }
 
