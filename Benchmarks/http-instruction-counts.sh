@@ -9,25 +9,15 @@
 #   SWIFT_FLAGS="-Xswiftc -DBEFORE_RESILIENCE" ./http-instruction-counts.sh 10000 /work/ci3-old/Benchmarks transport manager
 set -euo pipefail
 n=${1:-10000}
-dir=${2:-$(dirname "$0")}
+here=$(cd "$(dirname "$0")" && pwd)
+dir=${2:-$here}
 shift $(( $# > 2 ? 2 : $# ))
 workloads=("$@")
 [ ${#workloads[@]} -gt 0 ] || workloads=(transport manager manager-policies)
 cd "$dir"
-# shellcheck disable=SC2086
-swift build -c release --product HTTPInstructionCounts ${SWIFT_FLAGS:-} >/dev/null
-binary=$(mktemp)
-trap 'rm -f "$binary"' EXIT
-cp .build/release/HTTPInstructionCounts "$binary"
-strip --strip-debug "$binary"
-chmod +x "$binary"
-count() {
-    local out
-    out=$(mktemp)
-    valgrind --tool=callgrind --callgrind-out-file="$out" "$binary" "$1" "$2" >/dev/null 2>&1
-    awk '/^summary:/ { print $2 }' "$out"
-    rm -f "$out"
-}
+# shellcheck source=callgrind-count.sh
+source "$here/callgrind-count.sh"
+callgrind_prepare HTTPInstructionCounts
 printf '%-20s %s\n' workload "instructions/request (n=$n, least of 5 runs) in $(pwd)"
 for workload in "${workloads[@]}"; do
     best=""

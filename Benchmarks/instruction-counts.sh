@@ -13,20 +13,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 n=${1:-10000}
-swift build -c release --product InstructionCounts >/dev/null
-# valgrind cannot read the DWARF the toolchain emits, so count on a stripped copy.
-binary=$(mktemp)
-trap 'rm -f "$binary"' EXIT
-cp .build/release/InstructionCounts "$binary"
-strip --strip-debug "$binary"
-chmod +x "$binary"
-count() {
-    local out
-    out=$(mktemp)
-    valgrind --tool=callgrind --callgrind-out-file="$out" "$binary" "$1" "$2" >/dev/null 2>&1
-    awk '/^summary:/ { print $2 }' "$out"
-    rm -f "$out"
-}
+# shellcheck source=callgrind-count.sh
+source ./callgrind-count.sh
+callgrind_prepare InstructionCounts
 # Instructions per iteration: a run of n iterations minus a run of none (process start-up).
 # The least of three runs of `workload` with `runs` runs of `per` units each, per unit.
 least_of_3() {

@@ -181,7 +181,23 @@ func expectTimedOut<T: Sendable>(_ task: Task<T, any Error>, sourceLocation: Sou
     }
 }
 
+extension LoopbackServer {
+    /// Waits (at most 30 s of real time) until the server has read `count` requests of `endpoint`.
+    func httpTestServed(_ endpoint: Endpoint, _ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
+        await eventually("the server read \(count) requests of \(endpoint)", pollingEvery: .milliseconds(2), sourceLocation: sourceLocation) {
+            await self.hits(endpoint) == count
+        }
+    }
+}
+
 extension ManualClock {
+    /// Waits (at most 30 s of real time) until exactly `count` tasks sleep on the clock.
+    func httpTestSleepers(_ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
+        await eventually("\(count) sleepers on the clock", pollingEvery: .milliseconds(2), sourceLocation: sourceLocation) {
+            self.sleeperCount == count
+        }
+    }
+
     /// Waits (at most 30 s of real time, so a missing sleeper fails the test instead of hanging
     /// it) for a sleeper, moves time to its deadline and returns the delay it slept; `nil`, with
     /// a recorded issue, when nobody went to sleep.

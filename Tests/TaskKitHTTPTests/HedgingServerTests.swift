@@ -28,21 +28,6 @@ struct HedgingServerTests {
         Task { String(decoding: try await manager.data(for: request).0, as: UTF8.self) }
     }
 
-    /// Waits until the server has read `count` calls of `/slow-first` (so that the next copy is
-    /// not the first to arrive).
-    func served(_ server: LoopbackServer, _ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
-        await eventually("the server read \(count) calls", pollingEvery: .milliseconds(2), sourceLocation: sourceLocation) {
-            await server.hits(.slowFirst) == count
-        }
-    }
-
-    /// Waits until `count` tasks sleep on `clock`.
-    func sleepers(_ clock: ManualClock, _ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
-        await eventually("\(count) sleepers on the clock", pollingEvery: .milliseconds(2), sourceLocation: sourceLocation) {
-            clock.sleeperCount == count
-        }
-    }
-
     @Test("no response after the delay: a hedge goes out, the first response wins, the slow copy is cancelled", arguments: HTTPTestTransport.allCases)
     func hedgeWins(_ transport: HTTPTestTransport) async throws {
         _ = processTestMetrics
@@ -54,8 +39,8 @@ struct HedgingServerTests {
             )
             let started = ContinuousClock.now
             let slow = body(manager, request(server, "/slow-first?key=win-\(transport.rawValue)&ms=20000"))
-            await served(server, 1)
-            await sleepers(clock, 1)
+            await server.httpTestServed(.slowFirst, 1)
+            await clock.httpTestSleepers(1)
             clock.advance(by: .milliseconds(100))
             #expect(try await slow.boundedValue() == "2", "the hedge's response")
             #expect(started.duration(to: .now) < .seconds(15), "not the slow copy's 20 s")
@@ -66,7 +51,7 @@ struct HedgingServerTests {
             // A response before the delay: no hedge, and the delay's wait is cancelled.
             let fast = try await manager.data(for: request(server, "/slow-first?key=fast-\(transport.rawValue)&ms=0"))
             #expect(String(decoding: fast.0, as: UTF8.self) == "1")
-            await sleepers(clock, 0)
+            await clock.httpTestSleepers(0)
             #expect(await server.hits(.slowFirst) == 3)
         }
     }
@@ -86,8 +71,8 @@ struct HedgingServerTests {
                 manager,
                 request(server, "/slow-first?key=keyed-\(transport.rawValue)&ms=20000", method: "POST", idempotencyKey: "order-1")
             )
-            await served(server, 2)
-            await sleepers(clock, 1)
+            await server.httpTestServed(.slowFirst, 2)
+            await clock.httpTestSleepers(1)
             clock.advance(by: .milliseconds(100))
             #expect(try await keyed.boundedValue() == "2")
             #expect(await server.hits(.slowFirst) == 3)
@@ -103,14 +88,14 @@ struct HedgingServerTests {
                 hedging: HedgingPolicy(delay: .milliseconds(100)), clock: clock
             )
             let first = body(manager, request(server, "/slow-first?key=budget1-\(transport.rawValue)&ms=20000"))
-            await served(server, 1)
-            await sleepers(clock, 1)
+            await server.httpTestServed(.slowFirst, 1)
+            await clock.httpTestSleepers(1)
             clock.advance(by: .milliseconds(100))
             #expect(try await first.boundedValue() == "2", "the floor's one retry paid for this hedge")
 
             let second = body(manager, request(server, "/slow-first?key=budget2-\(transport.rawValue)&ms=400"))
-            await served(server, 3)
-            await sleepers(clock, 1)
+            await server.httpTestServed(.slowFirst, 3)
+            await clock.httpTestSleepers(1)
             clock.advance(by: .milliseconds(100))
             #expect(try await second.boundedValue() == "1", "no budget left: the slow copy's own answer")
             #expect(await server.hits(.slowFirst) == 3)

@@ -20,19 +20,6 @@ struct HostRateLimitServerTests {
         Task { try await manager.data(for: URLRequest(url: url), timeout: timeout) }
     }
 
-    /// Waits until `count` tasks sleep on `clock`.
-    func sleepers(_ clock: ManualClock, _ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
-        await eventually("\(count) sleepers on the clock", pollingEvery: .milliseconds(2), sourceLocation: sourceLocation) {
-            clock.sleeperCount == count
-        }
-    }
-
-    /// Waits until the server has read `count` requests of `GET /concurrent`.
-    func served(_ server: LoopbackServer, _ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
-        await eventually("the server read \(count) requests", pollingEvery: .milliseconds(2), sourceLocation: sourceLocation) {
-            await server.hits(.concurrent) == count
-        }
-    }
 
     @Test("a burst at once, then one request per interval of the clock, in arrival order; metrics count tokens and waits", arguments: HTTPTestTransport.allCases)
     func paced(_ transport: HTTPTestTransport) async throws {
@@ -45,11 +32,11 @@ struct HostRateLimitServerTests {
                 metricsLabel: label
             )
             let callers = (0..<13).map { _ in caller(manager, server.url("/concurrent?ms=0")) }
-            await served(server, 3)
-            await sleepers(clock, 10)
+            await server.httpTestServed(.concurrent, 3)
+            await clock.httpTestSleepers(10)
             for step in 1...10 {
                 clock.advance(by: .milliseconds(100))
-                await served(server, 3 + step)
+                await server.httpTestServed(.concurrent, 3 + step)
                 #expect(clock.sleeperCount == 10 - step)
             }
             for caller in callers { #expect(try await caller.boundedValue().1.statusCode == 200) }
@@ -100,13 +87,13 @@ struct HostRateLimitServerTests {
             #expect(!limiter.isPaused("elsewhere.example:443"))
 
             let callers = (0..<5).map { _ in caller(manager, server.url("/concurrent?ms=0")) }
-            await sleepers(clock, 5)
+            await clock.httpTestSleepers(5)
             clock.advance(by: .milliseconds(1_990))
             #expect(clock.sleeperCount == 5, "nobody's time came")
             try await Task.sleep(for: .milliseconds(50))
             #expect(await server.hits(.concurrent) == 0, "paused: nothing reached the host")
             clock.advance(by: .milliseconds(10))
-            await served(server, 1)
+            await server.httpTestServed(.concurrent, 1)
             clock.advance(by: .milliseconds(40))
             for caller in callers { #expect(try await caller.boundedValue().1.statusCode == 200) }
             #expect(!limiter.isPaused(host))
@@ -126,15 +113,15 @@ struct HostRateLimitServerTests {
             #expect(try await manager.data(for: URLRequest(url: server.url("/concurrent?ms=0&n=first"))).1.statusCode == 200)
             // Its token comes at 1 s; its deadline at 0.5 s.
             let timed = caller(manager, server.url("/concurrent?ms=0&n=timed"), timeout: .milliseconds(500))
-            await sleepers(clock, 2)
+            await clock.httpTestSleepers(2)
             // Token at 2 s, then it leaves: the newest reservation, so its token goes back.
             let cancelled = caller(manager, server.url("/concurrent?ms=0&n=cancelled"))
-            await sleepers(clock, 3)
+            await clock.httpTestSleepers(3)
             cancelled.cancel()
             await #expect(throws: CancellationError.self) { _ = try await cancelled.boundedValue() }
             // The patient caller gets the 2 s token back; the next would wait 3 s > 2.5 s.
             let patient = caller(manager, server.url("/concurrent?ms=0&n=patient"))
-            await sleepers(clock, 3)
+            await clock.httpTestSleepers(3)
             let refused = await #expect(throws: URLTaskError.self) {
                 _ = try await manager.data(for: URLRequest(url: server.url("/concurrent?ms=0&n=refused")))
             }
