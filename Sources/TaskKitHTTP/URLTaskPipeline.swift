@@ -195,86 +195,104 @@ final class URLTaskPipeline: Sendable {
         /// Copy `copy` (0 for the first) ended: its outcome and open span, or the error a guard
         /// threw (its span ended).
         case ended(copy: Int, Result<(Result<URLTaskResponse, any Error>, (any TaskSpan)?), any Error>)
-        /// The delay before the next hedge passed (or the wait was cancelled).
+        /// The delay before the next hedge passed.
         case delayPassed
     }
 
     /// Sends the first copy of an attempt, and a hedge each time `policy.delay` passes without a
     /// response (at most `policy.maximumHedges`; each a retry the host's budget must grant). The
-    /// first response wins and the other copies are cancelled (their spans ended); a copy that
-    /// fails without a response is set aside while another is under way, and is the outcome
-    /// when none is.
+    /// first response wins and the other copies are cancelled, without waiting for them to end
+    /// (each ends its own span); a copy that fails without a response is set aside while another
+    /// is under way, and is the outcome when none is.
+    ///
+    /// - Throws: `CancellationError` when the caller is cancelled (before anything is sent, if
+    ///   it was already).
     private func sendHedged(
         _ request: URLRequest, attempt: Int, log: URLTaskLog?, policy: HedgingPolicy
     ) async throws -> (Result<URLTaskResponse, any Error>, (any TaskSpan)?) {
+        // The copies do not inherit the caller's cancellation: a cancel issued before is checked here.
+        try Task.checkCancellation()
         let host = HostConcurrencyLimit.host(of: request.url)
         let clock = self.clock
-        let result = await withTaskGroup(of: HedgeEvent.self) { group in
-            func send(copy: Int) {
-                group.addTask {
-                    do {
-                        return .ended(copy: copy, .success(try await self.sendGuarded(request, attempt: attempt, log: log, hedge: copy)))
-                    } catch {
-                        return .ended(copy: copy, .failure(error))
-                    }
+        // The copies and the delays run as tasks of their own, not as children of a task group:
+        // the attempt takes the first response and goes on at once, and a cancelled copy ends on
+        // its own time (its span, its slot, its circuit record), so a transport slow to honour a
+        // cancel never holds the caller. A copy that ends after the attempt went on finds the
+        // stream finished and ends its own span; one that ended before is drained below.
+        let (events, continuation) = AsyncStream.makeStream(of: HedgeEvent.self)
+        var running: [Task<Void, Never>] = []
+        func send(copy: Int) {
+            running.append(Task {
+                let sent: Result<(Result<URLTaskResponse, any Error>, (any TaskSpan)?), any Error>
+                do {
+                    sent = .success(try await self.sendGuarded(request, attempt: attempt, log: log, hedge: copy))
+                } catch {
+                    sent = .failure(error)
                 }
-            }
-            func waitForDelay() {
-                group.addTask {
-                    try? await clock.sleep(for: policy.delay)
-                    return .delayPassed
+                if case .terminated = continuation.yield(.ended(copy: copy, sent)), case .success((_, let span)) = sent {
+                    span?.end()
                 }
-            }
-            send(copy: 0)
-            waitForDelay()
-            var hedges = 0
-            var underWay = 1
-            var setAside: Result<(Result<URLTaskResponse, any Error>, (any TaskSpan)?), any Error>?
-            var winner: Result<(Result<URLTaskResponse, any Error>, (any TaskSpan)?), any Error>?
-            while winner == nil, let event = await group.next() {
-                switch event {
-                case .delayPassed:
-                    guard !Task.isCancelled, hedges < policy.maximumHedges else { continue }
-                    if let retryBudget, let host, retryBudget.grantRetry(host: host) == nil {
-                        // A spent budget: no hedge now, nor later for this attempt.
-                        log?.record(.hedgeRefused, attempt: attempt, request: request)
-                        hedges = policy.maximumHedges
-                        continue
-                    }
-                    hedges += 1
-                    underWay += 1
-                    hedgeMetrics?.sent.increment()
-                    log?.record(.hedged, attempt: attempt, request: request, delay: policy.delay * hedges)
-                    send(copy: hedges)
-                    if hedges < policy.maximumHedges { waitForDelay() }
-                case .ended(let copy, let sent):
-                    underWay -= 1
-                    if case .success((.success, let span)) = sent {
-                        if copy > 0 {
-                            hedgeMetrics?.won.increment()
-                            span?.addEvent("taskkit.http.hedge_won")
-                        }
-                        winner = sent
-                    } else if underWay == 0 {
-                        // Every copy sent has failed: the last failure is the attempt's outcome
-                        // (a failure does not start a hedge: the retry interceptors decide).
-                        winner = sent
-                    } else {
-                        if case .success((_, let span)) = setAside { span?.end() }
-                        setAside = sent
-                    }
-                }
-            }
-            group.cancelAll()
-            // The other copies end promptly once cancelled; their spans end here.
-            while let event = await group.next() {
-                if case .ended(_, .success((_, let span))) = event { span?.end() }
-            }
-            if case .success((_, let span)) = setAside { span?.end() }
-            // The loop ends with a winner: the group always holds the copy under way until then.
-            return winner!
+            })
         }
-        return try result.get()
+        func waitForDelay() {
+            running.append(Task {
+                guard (try? await clock.sleep(for: policy.delay)) != nil else { return }
+                continuation.yield(.delayPassed)
+            })
+        }
+        send(copy: 0)
+        waitForDelay()
+        var hedges = 0
+        var underWay = 1
+        var setAside: Result<(Result<URLTaskResponse, any Error>, (any TaskSpan)?), any Error>?
+        var winner: Result<(Result<URLTaskResponse, any Error>, (any TaskSpan)?), any Error>?
+        var iterator = events.makeAsyncIterator()
+        // `next()` returns nil only when the caller is cancelled (nothing finishes the stream
+        // before the loop ends).
+        while winner == nil, let event = await iterator.next() {
+            switch event {
+            case .delayPassed:
+                guard hedges < policy.maximumHedges else { continue }
+                if let retryBudget, let host, retryBudget.grantRetry(host: host) == nil {
+                    // A spent budget: no hedge now, nor later for this attempt.
+                    log?.record(.hedgeRefused, attempt: attempt, request: request)
+                    hedges = policy.maximumHedges
+                    continue
+                }
+                hedges += 1
+                underWay += 1
+                hedgeMetrics?.sent.increment()
+                log?.record(.hedged, attempt: attempt, request: request, delay: policy.delay * hedges)
+                send(copy: hedges)
+                if hedges < policy.maximumHedges { waitForDelay() }
+            case .ended(let copy, let sent):
+                underWay -= 1
+                if case .success((.success, let span)) = sent {
+                    if copy > 0 {
+                        hedgeMetrics?.won.increment()
+                        span?.addEvent("taskkit.http.hedge_won")
+                    }
+                    winner = sent
+                } else if underWay == 0 {
+                    // Every copy sent has failed: the last failure is the attempt's outcome
+                    // (a failure does not start a hedge: the retry interceptors decide).
+                    winner = sent
+                } else {
+                    if case .success((_, let span)) = setAside { span?.end() }
+                    setAside = sent
+                }
+            }
+        }
+        for task in running { task.cancel() }
+        continuation.finish()
+        // What ended before the stream finished is drained here (this returns at once: the
+        // stream is finished); what ends later ends its own span.
+        while let event = await iterator.next() {
+            if case .ended(_, .success((_, let span))) = event { span?.end() }
+        }
+        if case .success((_, let span)) = setAside { span?.end() }
+        guard let winner else { throw CancellationError() }
+        return try winner.get()
     }
 
     /// Sends one attempt through the guards of its host, inside its span when there is a tracer:

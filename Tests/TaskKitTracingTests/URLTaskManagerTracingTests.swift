@@ -180,6 +180,37 @@ import FoundationNetworking
         }
     }
 
+    @Test(
+        "a hedge is a span of its own; the winner has hedge_won; the loser is cancelled and its span ends at once",
+        arguments: Transport.allCases
+    )
+    func hedgeSpans(transport: Transport) async throws {
+        try await withServer { server in
+            let tracer = W3CInMemoryTracer()
+            let manager = URLTaskManager(
+                transport: transport.make(), hedging: HedgingPolicy(delay: .milliseconds(50)),
+                timeout: TestDeadline.scaled(.seconds(60)), tracing: .distributedTracing(tracer: tracer)
+            )
+            // The first call of the key answers after 20 s, the hedge at once.
+            let started = ContinuousClock.now
+            let (body, _) = try await manager.data(for: URLRequest(url: server.url("/slow-first?key=traced-\(transport.rawValue)&ms=20000")))
+            #expect(String(decoding: body, as: UTF8.self) == "2")
+            await eventually("both copies' spans ended", pollingEvery: .milliseconds(5)) {
+                tracer.finishedSpans.filter { $0.kind == .client }.count == 2
+            }
+            #expect(started.duration(to: .now) < .seconds(15), "the slow copy was cancelled, not answered")
+            let copies = tracer.finishedSpans.filter { $0.kind == .client }
+            let hedge = try #require(copies.first { $0.attributes.get("taskkit.http.hedge") == .int64(1) })
+            let first = try #require(copies.first { $0.attributes.get("taskkit.http.hedge") == nil })
+            #expect(hedge.events.map(\.name) == ["taskkit.http.hedge_won"])
+            #expect(hedge.attributes.get("http.response.status_code") == .int64(200))
+            #expect(first.attributes.get("http.response.status_code") == nil)
+            #expect(first.status?.code == .error)
+            #expect(first.errors.count == 1)
+            #expect(first.events.contains { $0.name == "taskkit.http.hedge_won" } == false)
+        }
+    }
+
     @Test("retries are spans of their own with resend counts; 5xx and no response set error status")
     func retriesAndErrors() async throws {
         try await withServer { server in

@@ -7,8 +7,9 @@ import FoundationNetworking
 ///
 /// An attempt of an eligible request that has no response after ``delay`` gets a hedge: the same
 /// request (as the interceptors adapted it) sent again, while the first is still under way. The
-/// first response (any status) wins; the other copies are cancelled, and their outcomes count
-/// nowhere (the circuit breaker forgets them). A copy that fails without a response while
+/// first response (any status) wins and goes to the caller at once; the other copies are
+/// cancelled without the caller waiting for them, and their outcomes count nowhere (the circuit
+/// breaker forgets them). A copy that fails without a response while
 /// another is still under way is set aside; when every copy has failed, the caller gets the last
 /// failure, and the retry interceptors decide what follows, as for any attempt.
 ///

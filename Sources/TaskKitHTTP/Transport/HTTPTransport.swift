@@ -268,6 +268,13 @@ final class DataTaskCancellation: Sendable {
             return state.task
         }
         guard let task else { return }
-        DispatchQueue.global().async { task.cancel() }
+        Self.queue.async { task.cancel() }
     }
+
+    /// Where cancels run: a queue of TaskKit's own, not `DispatchQueue.global()`, whose threads
+    /// are as many as the cores; when the host's own blocking work fills them (a `MonoTask` on
+    /// its default queue, a semaphore wait), a cancel given to it waits behind that work, and the
+    /// request goes on until its answer. A queue created here gets a thread of its own when the
+    /// shared ones are all busy.
+    private static let queue = DispatchQueue(label: "TaskKit.URLSessionTransport.cancel", attributes: .concurrent)
 }
