@@ -199,6 +199,81 @@ final class URLTaskPipeline: Sendable {
         case delayPassed
     }
 
+    /// The events of one hedged attempt, sent by its copies and delays, read by the attempt: a
+    /// queue with one reader. Not an `AsyncStream`: its code in the standard library is not
+    /// specialized, and looking up its generic types at run time cost ~13,000 instructions an
+    /// attempt. Each continuation is resumed once, outside the lock: by `send` (taken from the
+    /// state), by the cancellation handler (taken from the state), or at once by `next`.
+    private final class HedgeEvents: Sendable {
+        private struct State {
+            var buffer: [HedgeEvent] = []
+            var reader: CheckedContinuation<HedgeEvent?, Never>?
+            /// The attempt went on: events sent from now on stay with their senders.
+            var finished = false
+            /// The reading task was cancelled: `next` returns nil once the buffer is empty.
+            var cancelled = false
+        }
+
+        private enum Delivery {
+            case refused, buffered
+            case resume(CheckedContinuation<HedgeEvent?, Never>)
+        }
+
+        private let state = LockedState(State())
+
+        /// Delivers `event`; `false` when the attempt has gone on (the event is the sender's).
+        func send(_ event: HedgeEvent) -> Bool {
+            let delivery = state.withLock { state -> Delivery in
+                if state.finished { return .refused }
+                if let reader = state.reader {
+                    state.reader = nil
+                    return .resume(reader)
+                }
+                state.buffer.append(event)
+                return .buffered
+            }
+            switch delivery {
+            case .refused: return false
+            case .buffered: return true
+            case .resume(let reader):
+                reader.resume(returning: event)
+                return true
+            }
+        }
+
+        /// The next event, waiting for one; nil once the reading task is cancelled and nothing
+        /// is left to read.
+        func next() async -> HedgeEvent? {
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<HedgeEvent?, Never>) in
+                    let ready = state.withLock { state -> HedgeEvent?? in
+                        if !state.buffer.isEmpty { return .some(state.buffer.removeFirst()) }
+                        if state.cancelled { return .some(nil) }
+                        state.reader = continuation
+                        return nil
+                    }
+                    if let ready { continuation.resume(returning: ready) }
+                }
+            } onCancel: {
+                let reader = state.withLock { state -> CheckedContinuation<HedgeEvent?, Never>? in
+                    state.cancelled = true
+                    defer { state.reader = nil }
+                    return state.reader
+                }
+                reader?.resume(returning: nil)
+            }
+        }
+
+        /// Ends delivery (later events stay with their senders) and returns the unread events.
+        func finish() -> [HedgeEvent] {
+            state.withLock { state in
+                state.finished = true
+                defer { state.buffer = [] }
+                return state.buffer
+            }
+        }
+    }
+
     /// Sends the first copy of an attempt, and a hedge each time `policy.delay` passes without a
     /// response (at most `policy.maximumHedges`; each a retry the host's budget must grant). The
     /// first response wins and the other copies are cancelled, without waiting for them to end
@@ -217,9 +292,9 @@ final class URLTaskPipeline: Sendable {
         // The copies and the delays run as tasks of their own, not as children of a task group:
         // the attempt takes the first response and goes on at once, and a cancelled copy ends on
         // its own time (its span, its slot, its circuit record), so a transport slow to honour a
-        // cancel never holds the caller. A copy that ends after the attempt went on finds the
-        // stream finished and ends its own span; one that ended before is drained below.
-        let (events, continuation) = AsyncStream.makeStream(of: HedgeEvent.self)
+        // cancel never holds the caller. A copy that ends after the attempt went on has its event
+        // refused and ends its own span; one that ended before is drained below.
+        let events = HedgeEvents()
         var running: [Task<Void, Never>] = []
         func send(copy: Int) {
             running.append(Task {
@@ -229,7 +304,7 @@ final class URLTaskPipeline: Sendable {
                 } catch {
                     sent = .failure(error)
                 }
-                if case .terminated = continuation.yield(.ended(copy: copy, sent)), case .success((_, let span)) = sent {
+                if !events.send(.ended(copy: copy, sent)), case .success((_, let span)) = sent {
                     span?.end()
                 }
             })
@@ -237,7 +312,7 @@ final class URLTaskPipeline: Sendable {
         func waitForDelay() {
             running.append(Task {
                 guard (try? await clock.sleep(for: policy.delay)) != nil else { return }
-                continuation.yield(.delayPassed)
+                _ = events.send(.delayPassed)
             })
         }
         send(copy: 0)
@@ -246,10 +321,8 @@ final class URLTaskPipeline: Sendable {
         var underWay = 1
         var setAside: Result<(Result<URLTaskResponse, any Error>, (any TaskSpan)?), any Error>?
         var winner: Result<(Result<URLTaskResponse, any Error>, (any TaskSpan)?), any Error>?
-        var iterator = events.makeAsyncIterator()
-        // `next()` returns nil only when the caller is cancelled (nothing finishes the stream
-        // before the loop ends).
-        while winner == nil, let event = await iterator.next() {
+        // `next()` returns nil only when the caller is cancelled.
+        while winner == nil, let event = await events.next() {
             switch event {
             case .delayPassed:
                 guard hedges < policy.maximumHedges else { continue }
@@ -284,12 +357,8 @@ final class URLTaskPipeline: Sendable {
             }
         }
         for task in running { task.cancel() }
-        continuation.finish()
-        // What ended before the stream finished is drained here (this returns at once: the
-        // stream is finished); what ends later ends its own span.
-        while let event = await iterator.next() {
-            if case .ended(_, .success((_, let span))) = event { span?.end() }
-        }
+        // What ended before is drained here; what ends later ends its own span.
+        for case .ended(_, .success((_, let span))) in events.finish() { span?.end() }
         if case .success((_, let span)) = setAside { span?.end() }
         guard let winner else { throw CancellationError() }
         return try winner.get()

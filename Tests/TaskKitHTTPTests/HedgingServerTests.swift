@@ -101,5 +101,25 @@ struct HedgingServerTests {
             #expect(await server.hits(.slowFirst) == 3)
         }
     }
+
+    @Test("a caller cancelled while its copy waits gets CancellationError at once; no hedge is sent after", arguments: HTTPTestTransport.allCases)
+    func cancelledCallerLeavesAtOnce(_ transport: HTTPTestTransport) async throws {
+        try await withHTTPTestServer { server throws in
+            let clock = ManualClock()
+            let manager = URLTaskManager(transport: transport.make(), hedging: HedgingPolicy(delay: .milliseconds(100)), clock: clock)
+            let started = ContinuousClock.now
+            let call = body(manager, request(server, "/slow-first?key=cancel-\(transport.rawValue)&ms=20000"))
+            await server.httpTestServed(.slowFirst, 1)
+            await clock.httpTestSleepers(1)
+            call.cancel()
+            await #expect(throws: CancellationError.self) { try await call.boundedValue() }
+            #expect(started.duration(to: .now) < .seconds(15), "not the slow copy's 20 s")
+            // The delay's wait ended with the attempt: advancing the clock sends nothing.
+            await clock.httpTestSleepers(0)
+            clock.advance(by: .seconds(1))
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(await server.hits(.slowFirst) == 1)
+        }
+    }
 }
 #endif
