@@ -201,8 +201,8 @@ final class URLTaskPipeline: Sendable {
 
     /// The events of one hedged attempt, sent by its copies and delays, read by the attempt: a
     /// queue with one reader. Not an `AsyncStream`: its code in the standard library is not
-    /// specialized, and looking up its generic types at run time cost ~13,000 instructions an
-    /// attempt. Each continuation is resumed once, outside the lock: by `send` (taken from the
+    /// specialized, and looks its generic types up at run time on every attempt (see
+    /// `Benchmarks/NOTES.md`). Each continuation is resumed once, outside the lock: by `send` (taken from the
     /// state), by the cancellation handler (taken from the state), or at once by `next`.
     private final class HedgeEvents: Sendable {
         private struct State {
