@@ -158,7 +158,12 @@ let package = Package(
         // `./http-instruction-counts.sh`: URLTaskManager's own instructions per request (a
         // transport that answers at once), policies off and on.
         .executableTarget(
-            name: "HTTPInstructionCounts", dependencies: [.product(name: "TaskKitHTTP", package: "TaskKit")]
+            name: "HTTPInstructionCounts",
+            dependencies: [
+                .product(name: "TaskKitHTTP", package: "TaskKit"),
+                .product(name: "TaskKitAsyncHTTPClient", package: "TaskKit"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ]
         ),
         // PostgresSingleFlight: distinct keys per second with 8 processes (copies of itself).
         .executableTarget(

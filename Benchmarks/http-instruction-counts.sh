@@ -7,6 +7,9 @@
 #   git worktree add /work/ci3-old ebcf3ce && cp -r Sources/HTTPInstructionCounts http-instruction-counts.sh \
 #     /work/ci3-old/Benchmarks/ (plus the target in its Package.swift), then
 #   SWIFT_FLAGS="-Xswiftc -DBEFORE_RESILIENCE" ./http-instruction-counts.sh 10000 /work/ci3-old/Benchmarks transport manager
+# The `ahc…` workloads send over AsyncHTTPClient to `HTTPPressure serve`, started here in a
+# process of its own (callgrind counts the client only):
+#   ./http-instruction-counts.sh 1000 . ahc ahc-manager ahc-manager-limit
 set -euo pipefail
 n=${1:-10000}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,6 +21,16 @@ cd "$dir"
 # shellcheck source=callgrind-count.sh
 source "$here/callgrind-count.sh"
 callgrind_prepare HTTPInstructionCounts
+if [[ " ${workloads[*]} " == *" ahc"* ]]; then
+    swift build -c release --product HTTPPressure >/dev/null
+    serve_log=$(mktemp)
+    .build/release/HTTPPressure serve >"$serve_log" &
+    server=$!
+    trap 'kill $server 2>/dev/null; rm -f "$binary" "$serve_log"' EXIT
+    for _ in $(seq 100); do [ -s "$serve_log" ] && break; sleep 0.1; done
+    TASKKIT_BENCH_URL=$(head -1 "$serve_log")
+    export TASKKIT_BENCH_URL
+fi
 printf '%-20s %s\n' workload "instructions/request (n=$n, least of 5 runs) in $(pwd)"
 for workload in "${workloads[@]}"; do
     best=""

@@ -9,11 +9,14 @@
 // Workloads: `transport` (the canned transport called directly: the floor), `manager` (every
 // resilience policy off), and, built without `-DBEFORE_RESILIENCE`, `manager-policies`
 // (HostConcurrencyLimit(maximumInFlight: 64), a circuit breaker and a retry budget), and each
-// of them alone (`manager-limit`, `manager-breaker`, `manager-budget`). The
+// of them alone (`manager-limit`, `manager-breaker`, `manager-budget`), and hedging after 1 s
+// (`manager-hedging`: what an attempt that needs no hedge pays). The
 // `BEFORE_RESILIENCE` flag lets the same file build against a tree from before the policies
 // (ebcf3ce), to compare the policies-off path with what it was.
+import AsyncHTTPClient
 import Dispatch
 import Foundation
+import TaskKitAsyncHTTPClient
 import TaskKitHTTP
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -30,14 +33,20 @@ struct CannedTransport: HTTPTransport {
 
 let arguments = CommandLine.arguments
 guard arguments.count == 3, let iterations = Int(arguments[2]), iterations >= 0 else {
-    print("usage: HTTPInstructionCounts transport|manager|manager-policies|manager-limit|manager-breaker|manager-budget ITERATIONS")
+    print("usage: HTTPInstructionCounts transport|manager|manager-policies|manager-limit|manager-breaker|manager-budget|manager-hedging|ahc|ahc-manager|ahc-manager-limit ITERATIONS")
     exit(2)
 }
-let transport: any HTTPTransport = CannedTransport()
-let request = URLRequest(url: URL(string: "http://127.0.0.1:8080/work")!)
+let overNetwork = arguments[1].hasPrefix("ahc")
+let target = overNetwork ? ProcessInfo.processInfo.environment["TASKKIT_BENCH_URL"] : "http://127.0.0.1:8080/work"
+guard let target, let url = URL(string: target) else {
+    print("the ahc workloads need TASKKIT_BENCH_URL (the URL `HTTPPressure serve` prints)")
+    exit(2)
+}
+let transport: any HTTPTransport = overNetwork ? AsyncHTTPClientTransport(client: .shared) : CannedTransport()
+let request = URLRequest(url: url)
 let manager: URLTaskManager
 switch arguments[1] {
-case "transport", "manager":
+case "transport", "manager", "ahc", "ahc-manager":
     manager = URLTaskManager(interceptors: [HTTPRetryPolicy()], transport: transport)
 #if !BEFORE_RESILIENCE
 case "manager-policies":
@@ -47,7 +56,7 @@ case "manager-policies":
         retryBudget: RetryBudget()
     )
 // One policy at a time, to see which costs what.
-case "manager-limit":
+case "manager-limit", "ahc-manager-limit":
     manager = URLTaskManager(
         interceptors: [HTTPRetryPolicy()], transport: transport, hostConcurrency: HostConcurrencyLimit(maximumInFlight: 64)
     )
@@ -55,12 +64,15 @@ case "manager-breaker":
     manager = URLTaskManager(interceptors: [HTTPRetryPolicy()], transport: transport, circuitBreaker: CircuitBreakerPolicy())
 case "manager-budget":
     manager = URLTaskManager(interceptors: [HTTPRetryPolicy()], transport: transport, retryBudget: RetryBudget())
+case "manager-hedging":
+    // A hedge after 1 s: never sent here, so this is what hedging costs an attempt that needs none.
+    manager = URLTaskManager(interceptors: [HTTPRetryPolicy()], transport: transport, hedging: HedgingPolicy(delay: .seconds(1)))
 #endif
 default:
     print("unknown workload \(arguments[1])")
     exit(2)
 }
-let direct = arguments[1] == "transport"
+let direct = arguments[1] == "transport" || arguments[1] == "ahc"
 
 // Waited for with a semaphore: an `async` top level crashes callgrind (see InstructionCounts).
 let finished = DispatchSemaphore(value: 0)

@@ -10,6 +10,7 @@
 //   swift run -c release HTTPPressure amplification [seconds]     (default 10 s of 503s)
 //   swift run -c release HTTPPressure breaker [seconds]           (default 10 s of 503s, then healthy)
 //   swift run -c release HTTPPressure hedging [rounds] [seconds]  (default 3 rounds of 5 s per contender)
+//   swift run -c release HTTPPressure serve                       (the server alone, for http-instruction-counts.sh)
 //
 // - overhead: 8 concurrent callers, each sending GETs one after another, against a healthy host.
 //   Contenders (see `overheadContenders`; a new policy is one more line there): the plain client,
@@ -296,7 +297,7 @@ func overhead(server: PressureServer, runs: Int, seconds runSeconds: Int) async 
             line += " \(contender.name) \(micros(perRequest))/req (\(ratioString(ratio)))"
             if index > 0 { line += "," }
         }
-        line += " vs policies off: \(ratioString(totals[2] / totals[1]))"
+        line += " limit 64 / policies off: \(ratioString(totals[2] / totals[1]))"
         policyRatios.append(totals[2] / totals[1])
         let most = counts.values.map(\.mostInFlight).max() ?? 0
         print(line + "; most in flight at the server: \(most)")
@@ -306,7 +307,7 @@ func overhead(server: PressureServer, runs: Int, seconds runSeconds: Int) async 
         print("\(contenders[index].name) / AsyncHTTPClient: \(sorted.map(ratioString).joined(separator: " ")) (min–max)")
     }
     let sorted = policyRatios.sorted()
-    print("policies on / policies off: \(sorted.map(ratioString).joined(separator: " ")) (min–max)")
+    print("limit 64 / policies off: \(sorted.map(ratioString).joined(separator: " ")) (min–max)")
 }
 
 /// 3 retries, 10 ms exponential backoff (full jitter), at most 200 ms.
@@ -458,7 +459,12 @@ case "breaker":
     await breaker(server: server, seconds: numbers.first ?? 10)
 case "hedging":
     await hedging(server: server, rounds: numbers.first ?? 3, seconds: numbers.dropFirst().first ?? 5)
+case "serve":
+    // The healthy server in a process of its own, so that callgrind counts only the client
+    // (`http-instruction-counts.sh` with an `ahc` workload); it runs until it is killed.
+    FileHandle.standardOutput.write(Data((server.url.absoluteString + "\n").utf8))
+    while true { try await Task.sleep(for: .seconds(3_600)) }
 default:
-    print("usage: HTTPPressure overhead [runs] [seconds] | amplification [seconds] | breaker [seconds] | hedging [rounds] [seconds]")
+    print("usage: HTTPPressure overhead [runs] [seconds] | amplification [seconds] | breaker [seconds] | hedging [rounds] [seconds] | serve")
     exit(2)
 }
