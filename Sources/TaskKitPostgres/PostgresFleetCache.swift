@@ -232,16 +232,13 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
     /// their next call). A load of the key in progress anywhere does not store its result over
     /// this one.
     ///
-    /// - Throws: ``PostgresSingleFlightError``: nothing was stored, and the key is dropped from
-    ///   this process's local tier.
+    /// - Throws: `EncodingError` when `value` does not encode as JSON (nothing changed anywhere);
+    ///   ``PostgresSingleFlightError``: nothing was stored, and the key is dropped from this
+    ///   process's local tier.
     public func put(_ value: Value, forKey key: String) async throws {
         let digest = KeyDigest(key)
-        let data: Data
-        do {
-            data = try JSONEncoder().encode(value)
-        } catch {
-            throw PostgresSingleFlightError.valueDoesNotDecode(underlying: error)
-        }
+        // As a loaded value that does not encode: the encoder's own error, before anything changes.
+        let data = try JSONEncoder().encode(value)
         let payload = FleetInvalidationMessage.payloads(origin: shared.origin, keyHashes: [digest.hex])[0]
         let loadedAt = shared.elapsed()
         if shared.remember(key, digest: digest.hex) { shared.dropLocal?() }

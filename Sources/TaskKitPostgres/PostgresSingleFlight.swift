@@ -227,7 +227,9 @@ public final class PostgresSingleFlight: Sendable {
                     statement: "store"
                 ) > 0
                 if !stored {
-                    logger.warning("PostgresSingleFlight: the claim expired before the result was stored; not stored",
+                    // Its row was taken over after the lease expired, or deleted by an invalidation
+                    // or a put (`PostgresFleetCache`): either way the result is not the key's any more.
+                    logger.warning("PostgresSingleFlight: the claim was no longer held when the result was ready (the lease expired, or the key was invalidated or put); not stored",
                                    metadata: ["key_hash": "\(key.hex)"])
                 }
             } catch {

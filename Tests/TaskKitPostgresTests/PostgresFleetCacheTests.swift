@@ -81,6 +81,15 @@ struct PostgresFleetCacheTests {
     }
 
     @Test(.scaledTimeLimit(minutes: 1))
+    func aPutOfAValueThatDoesNotEncodeThrowsTheEncodersError() async throws {
+        try await withFleet(1) { _, _, client in
+            // JSONEncoder refuses NaN: the put fails before it changes anything.
+            let numbers = PostgresFleetCache<Double>(client: client, tableName: PostgresTestServer.uniqueName("fc")) { _ in 1 }
+            await #expect(throws: EncodingError.self) { try await numbers.put(.nan, forKey: "x") }
+        }
+    }
+
+    @Test(.scaledTimeLimit(minutes: 1))
     func keysOfAnyLengthAndBytes() async throws {
         try await withFleet(2) { caches, source, _ in
             let keys = ["", "\u{0}nul\u{0}", String(repeating: "é", count: 20_000), "space and 'quote'"]
