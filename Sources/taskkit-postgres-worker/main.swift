@@ -18,6 +18,11 @@
 //
 //   taskkit-postgres-worker --mode fleet --url URL --table t --executions e --source s --keys 1000 \
 //       --target-version 2 --times-file PATH [--concurrency 4] [--deadline-ms 60000] [--poll-ms N]
+//
+// or, with `--reads N`, N callers that each read `<key-prefix>0` once (see `runFleetReads`):
+//
+//   taskkit-postgres-worker --mode fleet --url URL --table t --executions e --source s --reads 50 \
+//       --target-version 1 [--lease-ms 30000] [--load-ms 0] [--first-load-ms N]
 import Foundation
 import Logging
 import PostgresNIO
@@ -36,7 +41,8 @@ struct Options {
     var callers = 50
     var keyPrefix = "k"
     var leaseMilliseconds = 30_000
-    var loadMilliseconds = 100
+    /// `--load-ms`: 100 by default in the single-flight mode, 0 in the fleet mode.
+    var loadMilliseconds: Int?
     var firstLoadMilliseconds: Int?
     var expireMilliseconds = 60_000
     var mode = "single-flight"
@@ -46,6 +52,7 @@ struct Options {
     var concurrency = 4
     var deadlineMilliseconds = 60_000
     var pollMilliseconds: Int?
+    var reads: Int?
 
     init(arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -69,6 +76,7 @@ struct Options {
             case "--concurrency": concurrency = Self.int(value, name)
             case "--deadline-ms": deadlineMilliseconds = Self.int(value, name)
             case "--poll-ms": pollMilliseconds = Self.int(value, name)
+            case "--reads": reads = Self.int(value, name)
             default: fail("unknown option \(name)")
             }
         }
@@ -279,10 +287,74 @@ func runFleet(client: PostgresClient) async -> Int32 {
     }
 }
 
+/// `--mode fleet --reads N`: one replica of a `PostgresFleetCache` (lease `--lease-ms`) whose
+/// `load` records an execution (key, pid) in `--executions`, sleeps `--first-load-ms` when it is
+/// the key's first execution in the fleet (else `--load-ms`, default 0), and returns the key's
+/// version from `--source`. Once it listens, N concurrent callers each read `<key-prefix>0` once
+/// and check that it is `--target-version` (give it: its default, 2, is the other scenario's). Prints `fleet reads=N values=N errors=N`
+/// and exits 0 when every read returned that value.
+func runFleetReads(client: PostgresClient) async -> Int32 {
+    let source = options.source
+    let executions = options.executions
+    let cache = PostgresFleetCache<String>(
+        client: client, tableName: options.table,
+        invalidation: options.pollMilliseconds.map { .polling(every: .milliseconds($0)) } ?? .listen,
+        lease: .milliseconds(options.leaseMilliseconds)
+    ) { key in
+        try await client.query("INSERT INTO \(unescaped: executions) (key, pid) VALUES (\(key), \(pid))")
+        var count = 0
+        for try await n in try await client.query(
+            "SELECT count(*) FROM \(unescaped: executions) WHERE key = \(key)"
+        ).decode(Int64.self) { count = Int(n) }
+        let load = options.loadMilliseconds ?? 0
+        let milliseconds = count == 1 ? options.firstLoadMilliseconds ?? load : load
+        if milliseconds > 0 { try await Task.sleep(for: .milliseconds(milliseconds)) }
+        var version = 0
+        for try await v in try await client.query(
+            "SELECT version FROM \(unescaped: source) WHERE key = \(key)"
+        ).decode(Int.self) { version = v }
+        return "\(version)"
+    }
+    return await withTaskGroup(of: Void.self) { group in
+        group.addTask { await cache.run() }
+        defer { group.cancelAll() }
+        let deadline = ContinuousClock.now + .milliseconds(options.deadlineMilliseconds)
+        while !cache.isReceivingInvalidations {
+            guard ContinuousClock.now < deadline else { say("fleet error=not-listening"); return 1 }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        let key = "\(options.keyPrefix)0"
+        let target = "\(options.targetVersion)"
+        let reads = options.reads ?? 0
+        let (values, errors) = await withTaskGroup(of: (Int, Int).self) { callers in
+            for _ in 0..<reads {
+                callers.addTask {
+                    do {
+                        let value = try await cache.value(forKey: key)
+                        if value == target { return (1, 0) }
+                        say("taskkit-postgres-worker: \(key) = \(value), not \(target)")
+                        return (0, 1)
+                    } catch {
+                        say("taskkit-postgres-worker: \(key): \(String(reflecting: error))")
+                        return (0, 1)
+                    }
+                }
+            }
+            var total = (0, 0)
+            for await (v, e) in callers { total = (total.0 + v, total.1 + e) }
+            return total
+        }
+        say("fleet reads=\(reads) values=\(values) errors=\(errors)")
+        return values == reads && errors == 0 ? 0 : 1
+    }
+}
+
 let exitCode: Int32 = await withTaskGroup(of: Void.self) { group in
     group.addTask { await client.run() }
     defer { group.cancelAll() }
-    if options.mode == "fleet" { return await runFleet(client: client) }
+    if options.mode == "fleet" {
+        return options.reads == nil ? await runFleet(client: client) : await runFleetReads(client: client)
+    }
 
     let flight = PostgresSingleFlight(
         client: client, tableName: options.table, lease: .milliseconds(options.leaseMilliseconds)
@@ -321,8 +393,8 @@ let exitCode: Int32 = await withTaskGroup(of: Void.self) { group in
                             for try await n in try await client.query(
                                 "SELECT count(*) FROM \(unescaped: executions) WHERE key = \(key)"
                             ).decode(Int64.self) { count = Int(n) }
-                            let milliseconds = count == 1 ? options.firstLoadMilliseconds ?? options.loadMilliseconds
-                                : options.loadMilliseconds
+                            let load = options.loadMilliseconds ?? 100
+                            let milliseconds = count == 1 ? options.firstLoadMilliseconds ?? load : load
                             try await Task.sleep(for: .milliseconds(milliseconds))
                             return Payload(key: key, pid: pid)
                         }

@@ -279,6 +279,62 @@ struct PostgresFleetCacheTests {
         try await runReplicas(keys: Self.fleetKeys, batch: 5, pollMilliseconds: 100, bound: 2_000)
     }
 
+    /// Four replica processes read one key (50 callers each); the process whose load holds the
+    /// key's claim is killed with SIGKILL mid-load (the first load would take 60 s). Once the
+    /// claim's lease (2 s) expires, another replica takes it over and loads the key (100 ms):
+    /// every surviving caller gets the value, and the fleet loaded the key exactly twice.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aKilledReplicaHoldingTheLoadIsTakenOverWithinTheLease() async throws {
+        let url = try #require(PostgresTestServer.url)
+        let table = PostgresTestServer.uniqueName("fc")
+        let executions = PostgresTestServer.uniqueName("ex")
+        let source = PostgresTestServer.uniqueName("src")
+        let lease = Duration.seconds(2)
+        try await PostgresTestServer.withClient { client in
+            try await PostgresFleetCache<String>(client: client, tableName: table) { _ in "" }.prepare()
+            try await client.query("CREATE TABLE \(unescaped: executions) (key text NOT NULL, pid integer NOT NULL, started_at timestamptz NOT NULL DEFAULT clock_timestamp())")
+            try await client.query("CREATE TABLE \(unescaped: source) (key text PRIMARY KEY, version integer NOT NULL)")
+            try await client.query("INSERT INTO \(unescaped: source) VALUES ('k0', 1)")
+        }
+        let workers = try (0..<4).map { _ in
+            try WorkerProcess(arguments: [
+                "--mode", "fleet", "--url", url, "--table", table, "--executions", executions,
+                "--source", source, "--reads", "50", "--target-version", "1",
+                "--lease-ms", "2000", "--load-ms", "100", "--first-load-ms", "60000",
+                "--deadline-ms", "\(Int(TestDeadline.scaled(.seconds(20)) / .milliseconds(1)))",
+            ])
+        }
+        defer { for worker in workers { worker.kill() } }
+
+        let holder = try await PostgresTestServer.withClient { client -> Int32? in
+            let holder = PostgresSingleFlightTests.Counter()
+            try await eventually("a replica started the load", within: TestDeadline.scaled(.seconds(20)), pollingEvery: .milliseconds(20)) {
+                for try await pid in try await client.query("SELECT pid FROM \(unescaped: executions)").decode(Int32.self) {
+                    holder.set(Int(pid))
+                }
+                return holder.value != 0
+            }
+            return holder.value == 0 ? nil : Int32(holder.value)
+        }
+        let holderPID = try #require(holder, "no replica started the load:\n\(workers.map(\.log).joined(separator: "\n"))")
+        let victim = try #require(workers.first { $0.pid == holderPID })
+        let killedAt = ContinuousClock.now
+        victim.kill()
+
+        let survivors = workers.filter { $0 !== victim }
+        let exited = await waitForExit(survivors, timeout: lease + TestDeadline.scaled(.seconds(1)))
+        let elapsed = ContinuousClock.now - killedAt
+        #expect(exited, "the survivors were not done \(elapsed) after the kill:\n\(survivors.map(\.log).joined(separator: "\n"))")
+        for worker in survivors {
+            #expect(worker.process.terminationStatus == 0, "replica failed:\n\(worker.log)")
+            #expect(worker.log.contains("fleet reads=50 values=50 errors=0"), "not every caller got the value:\n\(worker.log)")
+        }
+        let counts = try await PostgresTestServer.withClient { client in
+            try await PostgresTestServer.executions(client, table: executions)
+        }
+        #expect(counts == ["k0": 2], "the killed load and exactly one take-over: \(counts)")
+    }
+
     static var fleetKeys: Int {
         ProcessInfo.processInfo.environment["TASKKIT_FLEET_KEYS"].flatMap { Int($0) } ?? 200
     }
