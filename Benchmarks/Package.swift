@@ -8,6 +8,7 @@
 // PostgreSQL (a throwaway server from ../scripts/with-postgres):
 //   ../scripts/with-postgres swift package --disable-sandbox benchmark --target PostgresBenchmarks
 //   ../scripts/with-postgres swift run -c release PostgresThroughput
+//   ../scripts/with-postgres swift run -c release FleetCache
 import PackageDescription
 
 let benchmarkPlugin: [Target.PluginUsage] = [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
@@ -169,6 +170,16 @@ let package = Package(
         .executableTarget(
             name: "PostgresThroughput",
             dependencies: [
+                .product(name: "TaskKitPostgres", package: "TaskKit"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
+        ),
+        // PostgresFleetCache: L1 and L2 hits against their peers, invalidation-to-visibility
+        // latency with 8 processes (copies of itself).
+        .executableTarget(
+            name: "FleetCache",
+            dependencies: [
+                .product(name: "TaskKit", package: "TaskKit"),
                 .product(name: "TaskKitPostgres", package: "TaskKit"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
