@@ -122,6 +122,30 @@ if arguments.count >= 7, arguments[1] == "--child" {
     exit(0)
 }
 
+if arguments.count >= 4, arguments[1] == "--l1" {
+    // --l1 fleet|plain N: N L1 hits of one contender after the same setup (for callgrind:
+    // ./callgrind-count.sh's `count` cannot pass three arguments, so run valgrind directly).
+    let (which, reads) = (arguments[2], Int(arguments[3])!)
+    let table = "taskkit_fleet_l1_\(getpid())"
+    try await withClient { client in
+        let fleet = PostgresFleetCache<String>(client: client, tableName: table) { _ in value64 }
+        let plain = KeyedMonoTask<String, String>(maximumEntries: 10_000, resultExpireDuration: .seconds(300)) { _ in value64 }
+        try await fleet.prepare()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await fleet.run() }
+            defer { group.cancelAll() }
+            while !fleet.isReceivingInvalidations { try await Task.sleep(for: .milliseconds(5)) }
+            _ = try await fleet.value(forKey: "user:42")
+            _ = try await plain.value(for: "user:42")
+            for _ in 0..<reads {
+                if which == "fleet" { _ = try await fleet.value(forKey: "user:42") } else { _ = try await plain.value(for: "user:42") }
+            }
+        }
+        _ = try await client.query("DROP TABLE \(unescaped: table), \(unescaped: table)_tags, \(unescaped: table)_log")
+    }
+    exit(0)
+}
+
 let rounds = arguments.count > 1 ? Int(arguments[1]) ?? 5 : 5
 let latencyKeys = arguments.count > 2 ? Int(arguments[2]) ?? 300 : 300
 let table = "taskkit_fleet_bench_\(getpid())"
