@@ -51,11 +51,12 @@ import TaskKit
 /// a transaction-pooling pooler; the listener needs a direct connection (a notification does not
 /// cross pgbouncer in transaction mode). See <doc:CachingAcrossReplicas>.
 public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
-    /// A value of the local tier and when its load began (nanoseconds of the cache's clock).
-    struct Entry: Sendable {
-        let value: Value
-        let loadedAt: Duration
-    }
+    /// The local tier's entries are not generic (``FleetCacheEntry``), so that the local tier is
+    /// a `KeyedMonoTask` of concrete types, specialized in this module: with a generic entry its
+    /// hit ran KeyedMonoTask's unspecialized code, most of it generic-metadata lookups (11x a
+    /// plain KeyedMonoTask hit; see Benchmarks/NOTES.md). Every entry's value is a `Value`: only
+    /// the loader below and ``PostgresFleetCache/put(_:forKey:)`` store entries.
+    typealias Entry = FleetCacheEntry
 
     /// How invalidations from other processes reach this one.
     public let invalidationMode: PostgresFleetCacheInvalidation
@@ -166,7 +167,7 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
             let value = try await flight.value(forKey: key, resultExpireDuration: resultExpireDuration) {
                 try await load(key)
             }
-            return Entry(value: value, loadedAt: loadedAt)
+            return Entry(box: FleetCacheValueBox(value), loadedAt: loadedAt)
         }
         self.local = local
         shared.setDropLocal { [weak local, weak flight] in
@@ -222,9 +223,16 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
         if shared.receiving.load(ordering: .relaxed)
             || shared.elapsed() - entry.loadedAt <= maximumAgeWhileDisconnected
         {
-            return entry.value
+            return Self.value(of: entry)
         }
-        return try await local.value(for: key, forceUpdate: true).value
+        return Self.value(of: try await local.value(for: key, forceUpdate: true))
+    }
+
+    /// An entry's value. `unsafeDowncast` (checked in debug builds only): every entry's box is a
+    /// `FleetCacheValueBox<Value>`, since only the loader above and ``PostgresFleetCache/put(_:forKey:)``
+    /// store entries in this cache's local tier, and both box a `Value`.
+    private static func value(of entry: Entry) -> Value {
+        unsafeDowncast(entry.box, to: FleetCacheValueBox<Value>.self).value
     }
 
     /// Stores `value` as `key`'s value in the shared tier and in this process's local tier, and
@@ -252,7 +260,7 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
             throw error
         }
         flight.flights.invalidate(ProcessFlight.invalidating(digest.hex))
-        local.put(Entry(value: value, loadedAt: loadedAt), for: key)
+        local.put(Entry(box: FleetCacheValueBox(value), loadedAt: loadedAt), for: key)
     }
 
     // MARK: - Invalidation
@@ -580,6 +588,20 @@ extension ProcessFlight {
     static func invalidating(_ hash: String) -> ProcessFlight {
         ProcessFlight(key: hash) { throw CancellationError() }
     }
+}
+
+/// A value of a ``PostgresFleetCache``'s local tier, boxed (a `FleetCacheValueBox` of the
+/// cache's `Value`: one reference, so copying an entry is a retain), and when its load began (on
+/// the cache's clock).
+struct FleetCacheEntry: Sendable {
+    let box: AnyObject & Sendable
+    let loadedAt: Duration
+}
+
+/// A value of a ``PostgresFleetCache``'s local tier.
+final class FleetCacheValueBox<Value: Sendable>: Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }
 
 /// The part of a ``PostgresFleetCache`` that its local tier's loader shares (the loader must not
