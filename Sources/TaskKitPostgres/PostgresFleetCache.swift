@@ -52,19 +52,20 @@ import TaskKit
 /// cross pgbouncer in transaction mode). See <doc:CachingAcrossReplicas>.
 public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
     /// The local tier's entries are not generic (``FleetCacheEntry``), so that the local tier is
-    /// a `KeyedMonoTask` of concrete types, specialized in this module: with a generic entry its
-    /// hit ran KeyedMonoTask's unspecialized code, most of it generic-metadata lookups (11x a
-    /// plain KeyedMonoTask hit; see Benchmarks/NOTES.md). Every entry's value is a `Value`: only
-    /// the loader below and ``PostgresFleetCache/put(_:forKey:)`` store entries.
-    typealias Entry = FleetCacheEntry
+    /// a `KeyedMonoTask` of concrete types, specialized where it is used: with a generic entry
+    /// its hit ran KeyedMonoTask's unspecialized code, most of it generic-metadata lookups (see
+    /// Benchmarks/NOTES.md). Every entry's value is a `Value`: only the loader below and
+    /// ``PostgresFleetCache/put(_:forKey:)`` store entries.
+    @usableFromInline typealias Entry = FleetCacheEntry
 
     /// How invalidations from other processes reach this one.
     public let invalidationMode: PostgresFleetCacheInvalidation
     private let client: PostgresClient
     private let flight: PostgresSingleFlight
     private let statements: FleetCacheStatements
-    /// The local tier. Internal, not private: the tests read its count.
-    let local: KeyedMonoTask<String, Entry>
+    /// The local tier. Internal, not private: the tests read its count; `@usableFromInline`:
+    /// ``value(forKey:)``'s hit is inlined into the caller, with `KeyedMonoTask`'s.
+    @usableFromInline let local: KeyedMonoTask<String, Entry>
     private let shared: FleetCacheState
     private let resultExpireDuration: Duration?
     private let maximumAgeWhileDisconnected: Duration
@@ -218,20 +219,38 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
     /// - Returns: The value.
     /// - Throws: `load`'s error; ``PostgresSingleFlightError`` when the database fails or does
     ///   not answer in time; `CancellationError` when the calling task is cancelled.
+    @inlinable
+    nonisolated(nonsending)
     public func value(forKey key: String) async throws -> Value {
+        // Inlined, and specialized in the caller's module with KeyedMonoTask's own hit: called
+        // across the module boundary, a generic cache's hit costs several times a plain one.
+        // `nonisolated(nonsending)`, as KeyedMonoTask's: a hit runs on the caller's executor,
+        // with no hop to the global one and back.
         let entry = try await local.value(for: key)
-        if shared.receiving.load(ordering: .relaxed)
-            || shared.elapsed() - entry.loadedAt <= maximumAgeWhileDisconnected
-        {
-            return Self.value(of: entry)
-        }
-        return Self.value(of: try await local.value(for: key, forceUpdate: true))
+        guard isServable(entry) else { return try await reload(forKey: key) }
+        return Self.value(of: entry)
+    }
+
+    /// Whether `entry` may be served: invalidations are received, or it was loaded within
+    /// `maximumAgeWhileDisconnected`.
+    @usableFromInline
+    func isServable(_ entry: Entry) -> Bool {
+        shared.receiving.load(ordering: .relaxed) || shared.elapsed() - entry.loadedAt <= maximumAgeWhileDisconnected
+    }
+
+    /// `key`'s value read again past the local tier (an entry too old to serve while
+    /// invalidations are not received).
+    @usableFromInline
+    nonisolated(nonsending)
+    func reload(forKey key: String) async throws -> Value {
+        Self.value(of: try await local.value(for: key, forceUpdate: true))
     }
 
     /// An entry's value. `unsafeDowncast` (checked in debug builds only): every entry's box is a
     /// `FleetCacheValueBox<Value>`, since only the loader above and ``PostgresFleetCache/put(_:forKey:)``
     /// store entries in this cache's local tier, and both box a `Value`.
-    private static func value(of entry: Entry) -> Value {
+    @inlinable
+    static func value(of entry: Entry) -> Value {
         unsafeDowncast(entry.box, to: FleetCacheValueBox<Value>.self).value
     }
 
@@ -591,16 +610,24 @@ extension ProcessFlight {
 }
 
 /// A value of a ``PostgresFleetCache``'s local tier, boxed (a `FleetCacheValueBox` of the
-/// cache's `Value`: one reference, so copying an entry is a retain), and when its load began (on
-/// the cache's clock).
-struct FleetCacheEntry: Sendable {
-    let box: AnyObject & Sendable
+/// cache's `Value`), and when its load began (on the cache's clock). A class: a hit copies one
+/// reference, where a struct entry was copied and destroyed through its value witnesses on every
+/// hit (see Benchmarks/NOTES.md).
+@usableFromInline
+final class FleetCacheEntry: Sendable {
+    @usableFromInline let box: AnyObject & Sendable
     let loadedAt: Duration
+
+    init(box: AnyObject & Sendable, loadedAt: Duration) {
+        self.box = box
+        self.loadedAt = loadedAt
+    }
 }
 
 /// A value of a ``PostgresFleetCache``'s local tier.
+@usableFromInline
 final class FleetCacheValueBox<Value: Sendable>: Sendable {
-    let value: Value
+    @usableFromInline let value: Value
     init(_ value: Value) { self.value = value }
 }
 
