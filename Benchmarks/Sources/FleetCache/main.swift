@@ -8,7 +8,8 @@
 // b. L2 hit: a key not in the local tier whose row is stored (a fresh cache per round reads 2,000
 //    stored keys once each) against a plain `SELECT value FROM <table> WHERE key_hash = $1` of
 //    the same rows on the same `PostgresClient` (decoded to bytes, no JSON): µs per read, one
-//    caller. Bar: ≤ 1.2x.
+//    caller. Bar: ≤ 1.2x. Also `PostgresSingleFlight` alone on the same rows (the shared tier
+//    without the local one), to tell the fleet layer's cost from the single flight's.
 // c. Invalidation-to-visibility with 8 processes (copies of this executable, `--child`): each
 //    warms `keys` keys, then notes when the count of keys other processes invalidated
 //    (`counters.keysInvalidated`, sampled every millisecond) reaches each key's index + 1; this
@@ -218,6 +219,7 @@ try await withClient { client in
     // Warm the connections of both paths.
     for key in 0..<100 { for try await _ in try await client.query("SELECT value FROM \(unescaped: table) WHERE key_hash = \(hashes[key])") {} }
     var fleetUs: [Double] = [], plainUs: [Double] = [], ratios: [Double] = []
+    var flightUs: [Double] = [], flightRatios: [Double] = []
     func fleetRound() async throws -> Double {
         // A fresh cache: every key is an L1 miss, and its row is stored (an L2 hit).
         let cache = PostgresFleetCache<String>(client: client, tableName: table, resultExpireDuration: nil) { key in
@@ -226,6 +228,19 @@ try await withClient { client in
         let start = ContinuousClock.now
         for key in 0..<keys {
             let value = try await cache.value(forKey: "l2:\(key)")
+            precondition(value.utf8.count == 64)
+        }
+        return (ContinuousClock.now - start) / .microseconds(1) / Double(keys)
+    }
+    // The shared tier alone: the same rows through PostgresSingleFlight, without the local tier
+    // in front (to tell the fleet layer's cost from the single flight's).
+    let flight = PostgresSingleFlight(client: client, tableName: table)
+    func flightRound() async throws -> Double {
+        let start = ContinuousClock.now
+        for key in 0..<keys {
+            let value: String = try await flight.value(forKey: "l2:\(key)", resultExpireDuration: nil) {
+                fatalError("L2 miss for l2:\(key)")
+            }
             precondition(value.utf8.count == 64)
         }
         return (ContinuousClock.now - start) / .microseconds(1) / Double(keys)
@@ -242,18 +257,22 @@ try await withClient { client in
         return (ContinuousClock.now - start) / .microseconds(1) / Double(keys)
     }
     for round in 0..<rounds {
-        var f = 0.0, p = 0.0
+        var f = 0.0, p = 0.0, s = 0.0
         if round % 2 == 0 {
-            f = try await fleetRound(); p = try await plainRound()
+            f = try await fleetRound(); p = try await plainRound(); s = try await flightRound()
         } else {
-            p = try await plainRound(); f = try await fleetRound()
+            s = try await flightRound(); p = try await plainRound(); f = try await fleetRound()
         }
         fleetUs.append(f); plainUs.append(p); ratios.append(f / p)
+        flightUs.append(s); flightRatios.append(s / p)
     }
     print("""
         b. L2 hit, 1 caller, \(keys) keys per round: PostgresFleetCache \(Measure.format(Measure.median(fleetUs))) µs/read, \
         plain SELECT \(Measure.format(Measure.median(plainUs))) µs/read, ratio \(Measure.format(Measure.median(ratios), 3))x \
         (rounds: \(ratios.map { Measure.format($0, 3) }.joined(separator: " "))); bar ≤ 1.2x
+        b. L2 hit through PostgresSingleFlight alone: \(Measure.format(Measure.median(flightUs))) µs/read, \
+        ratio \(Measure.format(Measure.median(flightRatios), 3))x the plain SELECT \
+        (rounds: \(flightRatios.map { Measure.format($0, 3) }.joined(separator: " ")))
         """)
 }
 
