@@ -191,14 +191,13 @@ import FoundationNetworking
                 transport: transport.make(), hedging: HedgingPolicy(delay: .milliseconds(50)),
                 timeout: TestDeadline.scaled(.seconds(60)), tracing: .distributedTracing(tracer: tracer)
             )
-            // The first call of the key answers after 20 s, the hedge at once.
-            let started = ContinuousClock.now
-            let (body, _) = try await manager.data(for: URLRequest(url: server.url("/slow-first?key=traced-\(transport.rawValue)&ms=20000")))
+            // The first call of the key answers after 10 minutes, the hedge at once: the slow
+            // copy's span ends within the deadline only if the copy was cancelled.
+            let (body, _) = try await manager.data(for: URLRequest(url: server.url("/slow-first?key=traced-\(transport.rawValue)&ms=600000")))
             #expect(String(decoding: body, as: UTF8.self) == "2")
-            await eventually("both copies' spans ended", pollingEvery: .milliseconds(5)) {
+            await eventually("both copies' spans ended", within: TestDeadline.scaled(.seconds(90)), pollingEvery: .milliseconds(5)) {
                 tracer.finishedSpans.filter { $0.kind == .client }.count == 2
             }
-            #expect(started.duration(to: .now) < .seconds(15), "the slow copy was cancelled, not answered")
             let copies = tracer.finishedSpans.filter { $0.kind == .client }
             let hedge = try #require(copies.first { $0.attributes.get("taskkit.http.hedge") == .int64(1) })
             let first = try #require(copies.first { $0.attributes.get("taskkit.http.hedge") == nil })
