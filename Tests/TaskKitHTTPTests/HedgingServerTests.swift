@@ -37,11 +37,11 @@ struct HedgingServerTests {
             let manager = URLTaskManager(
                 transport: transport.make(), hedging: HedgingPolicy(delay: .milliseconds(100)), clock: clock, metricsLabel: label
             )
-            let slow = body(manager, request(server, "/slow-first?key=win-\(transport.rawValue)&ms=600000"))
+            let slow = body(manager, request(server, "/slow-first?key=win-\(transport.rawValue)&ms=3600000"))
             await server.httpTestServed(.slowFirst, 1)
             await clock.httpTestSleepers(1)
             clock.advance(by: .milliseconds(100))
-            // The slow copy answers after 10 minutes: an answer within the deadline is the hedge's,
+            // The slow copy answers after an hour (past any deadline, even scaled for a sanitizer run): an answer within the deadline is the hedge's,
             // and the caller did not wait for the slow copy. (No bound tighter than the deadline:
             // a loaded sanitizer run can hold a task for tens of seconds.)
             #expect(try await slow.boundedValue(within: TestDeadline.scaled(.seconds(90))) == "2", "the hedge's response")
@@ -70,7 +70,7 @@ struct HedgingServerTests {
 
             let keyed = body(
                 manager,
-                request(server, "/slow-first?key=keyed-\(transport.rawValue)&ms=600000", method: "POST", idempotencyKey: "order-1")
+                request(server, "/slow-first?key=keyed-\(transport.rawValue)&ms=3600000", method: "POST", idempotencyKey: "order-1")
             )
             await server.httpTestServed(.slowFirst, 2)
             await clock.httpTestSleepers(1)
@@ -88,7 +88,7 @@ struct HedgingServerTests {
                 transport: transport.make(), retryBudget: RetryBudget(ratio: 0, minimumRetries: 1),
                 hedging: HedgingPolicy(delay: .milliseconds(100)), clock: clock
             )
-            let first = body(manager, request(server, "/slow-first?key=budget1-\(transport.rawValue)&ms=600000"))
+            let first = body(manager, request(server, "/slow-first?key=budget1-\(transport.rawValue)&ms=3600000"))
             await server.httpTestServed(.slowFirst, 1)
             await clock.httpTestSleepers(1)
             clock.advance(by: .milliseconds(100))
@@ -108,11 +108,11 @@ struct HedgingServerTests {
         try await withHTTPTestServer { server throws in
             let clock = ManualClock()
             let manager = URLTaskManager(transport: transport.make(), hedging: HedgingPolicy(delay: .milliseconds(100)), clock: clock)
-            let call = body(manager, request(server, "/slow-first?key=cancel-\(transport.rawValue)&ms=600000"))
+            let call = body(manager, request(server, "/slow-first?key=cancel-\(transport.rawValue)&ms=3600000"))
             await server.httpTestServed(.slowFirst, 1)
             await clock.httpTestSleepers(1)
             call.cancel()
-            // The slow copy answers after 10 minutes: leaving within the deadline is leaving at once.
+            // The slow copy answers after an hour (past any deadline, even scaled for a sanitizer run): leaving within the deadline is leaving at once.
             await #expect(throws: CancellationError.self) { try await call.boundedValue(within: TestDeadline.scaled(.seconds(90))) }
             // The delay's wait ended with the attempt: advancing the clock sends nothing.
             await clock.httpTestSleepers(0)

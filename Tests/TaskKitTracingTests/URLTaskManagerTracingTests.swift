@@ -191,9 +191,9 @@ import FoundationNetworking
                 transport: transport.make(), hedging: HedgingPolicy(delay: .milliseconds(50)),
                 timeout: TestDeadline.scaled(.seconds(60)), tracing: .distributedTracing(tracer: tracer)
             )
-            // The first call of the key answers after 10 minutes, the hedge at once: the slow
+            // The first call of the key answers after an hour, the hedge at once: the slow
             // copy's span ends within the deadline only if the copy was cancelled.
-            let (body, _) = try await manager.data(for: URLRequest(url: server.url("/slow-first?key=traced-\(transport.rawValue)&ms=600000")))
+            let (body, _) = try await manager.data(for: URLRequest(url: server.url("/slow-first?key=traced-\(transport.rawValue)&ms=3600000")))
             #expect(String(decoding: body, as: UTF8.self) == "2")
             await eventually("both copies' spans ended", within: TestDeadline.scaled(.seconds(90)), pollingEvery: .milliseconds(5)) {
                 tracer.finishedSpans.filter { $0.kind == .client }.count == 2
