@@ -173,6 +173,28 @@ final class KeyTimes: @unchecked Sendable {
 ///    separated), and prints `fleet seen=N stale=N errors=N resyncs=N visible_ms=a,b,…`
 ///    (per key, from `invalidate` returning to the invalidation applied here) `read_ms=a,b,…`
 ///    (to this replica's first read of the new value).
+/// `key`'s version in the `--source` table, as a fleet replica loads it.
+func sourceVersion(_ client: PostgresClient, source: String, key: String) async throws -> String {
+    var version = 0
+    for try await v in try await client.query(
+        "SELECT version FROM \(unescaped: source) WHERE key = \(key)"
+    ).decode(Int.self) { version = v }
+    return "\(version)"
+}
+
+/// Waits, until `deadline`, for `cache` to receive invalidations; says
+/// `fleet error=not-listening` and returns `false` if it does not.
+func receivesInvalidations(_ cache: PostgresFleetCache<String>, by deadline: ContinuousClock.Instant) async -> Bool {
+    while !cache.isReceivingInvalidations {
+        guard ContinuousClock.now < deadline else {
+            say("fleet error=not-listening")
+            return false
+        }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    return true
+}
+
 func runFleet(client: PostgresClient) async -> Int32 {
     let source = options.source
     let executions = options.executions
@@ -182,20 +204,13 @@ func runFleet(client: PostgresClient) async -> Int32 {
         maximumEntries: 2 * options.keys
     ) { key in
         try await client.query("INSERT INTO \(unescaped: executions) (key, pid) VALUES (\(key), \(pid))")
-        var version = 0
-        for try await v in try await client.query(
-            "SELECT version FROM \(unescaped: source) WHERE key = \(key)"
-        ).decode(Int.self) { version = v }
-        return "\(version)"
+        return try await sourceVersion(client, source: source, key: key)
     }
     return await withTaskGroup(of: Void.self) { group in
         group.addTask { await cache.run() }
         defer { group.cancelAll() }
         let deadline = ContinuousClock.now + .milliseconds(options.deadlineMilliseconds)
-        while !cache.isReceivingInvalidations {
-            guard ContinuousClock.now < deadline else { say("fleet error=not-listening"); return 1 }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
+        guard await receivesInvalidations(cache, by: deadline) else { return 1 }
         let count = options.keys
         let keys = (0..<count).map { "\(options.keyPrefix)\($0)" }
         let target = "\(options.targetVersion)"
@@ -309,20 +324,13 @@ func runFleetReads(client: PostgresClient) async -> Int32 {
         let load = options.loadMilliseconds ?? 0
         let milliseconds = count == 1 ? options.firstLoadMilliseconds ?? load : load
         if milliseconds > 0 { try await Task.sleep(for: .milliseconds(milliseconds)) }
-        var version = 0
-        for try await v in try await client.query(
-            "SELECT version FROM \(unescaped: source) WHERE key = \(key)"
-        ).decode(Int.self) { version = v }
-        return "\(version)"
+        return try await sourceVersion(client, source: source, key: key)
     }
     return await withTaskGroup(of: Void.self) { group in
         group.addTask { await cache.run() }
         defer { group.cancelAll() }
         let deadline = ContinuousClock.now + .milliseconds(options.deadlineMilliseconds)
-        while !cache.isReceivingInvalidations {
-            guard ContinuousClock.now < deadline else { say("fleet error=not-listening"); return 1 }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
+        guard await receivesInvalidations(cache, by: deadline) else { return 1 }
         let key = "\(options.keyPrefix)0"
         let target = "\(options.targetVersion)"
         let reads = options.reads ?? 0
