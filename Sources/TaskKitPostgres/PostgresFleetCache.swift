@@ -165,15 +165,16 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
                     for try await _ in try await client.query(query) {}
                 }
             }
-            let value = try await flight.value(forKey: key, resultExpireDuration: resultExpireDuration) {
+            // The local tier merges this process's callers already: the flight runs here, in the
+            // local tier's load, without the single flight's own merge (and its task).
+            let value = try await flight.unmergedValue(digest, resultExpireDuration: resultExpireDuration) {
                 try await load(key)
             }
             return Entry(box: FleetCacheValueBox(value), loadedAt: loadedAt)
         }
         self.local = local
-        shared.setDropLocal { [weak local, weak flight] in
+        shared.setDropLocal { [weak local] in
             local?.invalidateAll()
-            flight?.flights.invalidateAll()
         }
     }
 
@@ -275,10 +276,9 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
                 statement: "put"
             )
         } catch {
-            dropLocally(keys: [(key, digest.hex)])
+            local.invalidate(key)
             throw error
         }
-        flight.flights.invalidate(ProcessFlight.invalidating(digest.hex))
         local.put(Entry(box: FleetCacheValueBox(value), loadedAt: loadedAt), for: key)
     }
 
@@ -303,7 +303,7 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
             seen.insert(key).inserted ? (key, KeyDigest(key).hex) : nil
         }
         guard !pairs.isEmpty else { return }
-        defer { dropLocally(keys: pairs) }
+        defer { for (key, _) in pairs { local.invalidate(key) } }
         let hashes = pairs.map(\.1)
         try await execute(
             statements.invalidate(
@@ -345,13 +345,6 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
         )
     }
 
-    private func dropLocally(keys: [(key: String, hash: String)]) {
-        for (key, hash) in keys {
-            flight.flights.invalidate(ProcessFlight.invalidating(hash))
-            local.invalidate(key)
-        }
-    }
-
     /// Applies a message from another process (or this one's tag invalidation).
     func receive(_ message: FleetInvalidationMessage) {
         switch message.target {
@@ -359,7 +352,6 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
             shared.dropLocal?()
         case let .keys(hashes):
             for hash in hashes {
-                flight.flights.invalidate(ProcessFlight.invalidating(hash))
                 if let key = shared.key(forDigest: hash) { local.invalidate(key) }
             }
         }
@@ -602,13 +594,6 @@ public struct PostgresFleetCacheCounters: Sendable, Hashable {
     public var indexResets: Int
 }
 
-extension ProcessFlight {
-    /// A key that only identifies the flight of `hash` (to invalidate it).
-    static func invalidating(_ hash: String) -> ProcessFlight {
-        ProcessFlight(key: hash) { throw CancellationError() }
-    }
-}
-
 /// A value of a ``PostgresFleetCache``'s local tier, boxed (a `FleetCacheValueBox` of the
 /// cache's `Value`), and when its load began (on the cache's clock). A class: a hit copies one
 /// reference, where a struct entry was copied and destroyed through its value witnesses on every
@@ -649,7 +634,7 @@ final class FleetCacheState: Sendable {
     /// the local tier's keys (a key enters it when its load starts, before its value can be
     /// kept, and leaves it only when the index is emptied, together with the local tier).
     private let keys = NIOLockedValueBox([String: String]())
-    /// Drops the local tier and the in-process flights; set once, right after initialization.
+    /// Drops the local tier; set once, right after initialization.
     private let dropLocalBox = NIOLockedValueBox<(@Sendable () -> Void)?>(nil)
 
     init(elapsed: @escaping @Sendable () -> Duration, maximumKeys: Int) {

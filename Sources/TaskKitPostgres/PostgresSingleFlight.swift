@@ -15,11 +15,13 @@ import TaskKit
 /// }
 /// ```
 ///
-/// - Inside a process, concurrent callers of a key are merged first, by TaskKit's single-flight
-///   (a `KeyedMonoTask` that caches nothing): the process makes at most one claim per key at a
-///   time, with the first caller's `load`, `Value` type and `resultExpireDuration`. A caller
-///   whose task is cancelled leaves at once; the flight goes on for the others, and when all
-///   have left it still ends (its result is stored for the fleet).
+/// - A caller first reads the key's row itself: a fresh stored result is served at once, in one
+///   statement, as a plain `SELECT` would be.
+/// - Otherwise, inside a process, concurrent callers of a key are merged, by TaskKit's
+///   single-flight (a `KeyedMonoTask` that caches nothing): the process makes at most one claim
+///   per key at a time, with the first caller's `load`, `Value` type and `resultExpireDuration`.
+///   A caller whose task is cancelled leaves at once; the flight goes on for the others, and
+///   when all have left it still ends (its result is stored for the fleet).
 /// - Across processes, a row per key in one table holds a *claim* (a token and a lease) and the
 ///   last result. The caller that takes the claim runs `load`, renews the lease every third of it
 ///   (a heartbeat), then stores the result and releases the claim in one statement. Others poll
@@ -137,9 +139,16 @@ public final class PostgresSingleFlight: Sendable {
             )
         }
         let digest = KeyDigest(key)
+        // The caller reads first, in its own task: a stored hit costs one statement, without the
+        // merge's task (Benchmarks/FleetCache, "b."). A missing, stale or claimed row goes to the
+        // merge, whose flight starts from this read.
+        let row = try await read(digest)
+        if let value: Value = freshValue(row) { return value }
         let output = try await flights.value(
             for: ProcessFlight(key: digest.hex) {
-                try await self.fly(digest, resultExpireDuration: resultExpireDuration, load: load)
+                let (value, data) = try await self.fly(
+                    digest, firstRead: row, resultExpireDuration: resultExpireDuration, load: load)
+                return FlightOutput(data: data, value: value)
             }
         )
         if let value = output.value as? Value { return value }
@@ -158,25 +167,51 @@ public final class PostgresSingleFlight: Sendable {
         try await execute(statements.invalidate(KeyDigest(key)), statement: "invalidate")
     }
 
-    // MARK: - The flight
-
-    /// One process's flight for a key: read; serve a fresh or newly stored result; else claim
-    /// and load, or poll while another caller holds the claim.
-    private func fly<Value: Codable & Sendable>(
+    /// ``value(forKey:resultExpireDuration:load:)`` without the in-process merge, for a caller
+    /// that merges its callers itself (``PostgresFleetCache``'s local tier): the same reads,
+    /// claim, load and polls, in the calling task.
+    func unmergedValue<Value: Codable & Sendable>(
         _ key: KeyDigest,
         resultExpireDuration: Duration?,
         load: @escaping @Sendable () async throws -> Value
-    ) async throws -> FlightOutput {
+    ) async throws -> Value {
+        try await fly(key, firstRead: nil, resultExpireDuration: resultExpireDuration, load: load).value
+    }
+
+    // MARK: - The flight
+
+    /// The value `row` holds when it is fresh and decodes as `Value`.
+    private func freshValue<Value: Decodable>(_ row: Row?) -> Value? {
+        guard let row, row.fresh, let data = row.value else { return nil }
+        return try? JSONDecoder().decode(Value.self, from: data)
+    }
+
+    /// One process's flight for a key: read (`firstRead`, when the caller has read already);
+    /// serve a fresh or newly stored result; else claim and load, or poll while another caller
+    /// holds the claim.
+    private func fly<Value: Codable & Sendable>(
+        _ key: KeyDigest,
+        firstRead: Row??,
+        resultExpireDuration: Duration?,
+        load: @escaping @Sendable () async throws -> Value
+    ) async throws -> (value: Value, data: Data) {
         var arrivalGeneration: Int64?
         var pollInterval = Duration.milliseconds(5)
+        var pendingRead = firstRead
         while true {
-            let row = try await read(key)
+            let row: Row?
+            if let pending = pendingRead {
+                row = pending
+                pendingRead = nil
+            } else {
+                row = try await read(key)
+            }
             let generation = row?.generation ?? 0
             if arrivalGeneration == nil { arrivalGeneration = generation }
             var undecodable = false
             if let row, let data = row.value, row.fresh || generation != arrivalGeneration {
                 if let value = try? JSONDecoder().decode(Value.self, from: data) {
-                    return FlightOutput(data: data, value: value)
+                    return (value, data)
                 }
                 undecodable = true
                 logger.debug("PostgresSingleFlight: a stored value does not decode; loading again",
@@ -207,14 +242,14 @@ public final class PostgresSingleFlight: Sendable {
         token: UUID,
         resultExpireDuration: Duration?,
         load: @escaping @Sendable () async throws -> Value
-    ) async throws -> FlightOutput {
+    ) async throws -> (value: Value, data: Data) {
         logger.debug("PostgresSingleFlight: claimed; loading", metadata: ["key_hash": "\(key.hex)"])
-        let result: Result<FlightOutput, any Error> = await withTaskGroup(of: Void.self) { group in
+        let result: Result<(value: Value, data: Data), any Error> = await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.heartbeat(key, token: token) }
             defer { group.cancelAll() }
             do {
                 let value = try await load()
-                return .success(FlightOutput(data: try JSONEncoder().encode(value), value: value))
+                return .success((value, try JSONEncoder().encode(value)))
             } catch {
                 return .failure(error)
             }
@@ -285,13 +320,14 @@ public final class PostgresSingleFlight: Sendable {
         let client = self.client
         let query = statements.read(key)
         return try await withStatementDeadline(statementTimeout, statement: "read") {
-            var row: Row?
-            for try await (generation, value, fresh, claimed) in try await client.query(query)
-                .decode((Int64, Data?, Bool, Bool).self)
-            {
-                row = Row(generation: generation, value: value, fresh: fresh, claimed: claimed)
+            var found: Row?
+            // Each row decoded by `PostgresRow.decode`, which is specialized here; the sequence's
+            // `decode` of a tuple is not, and cost a few percent of a read (Benchmarks/NOTES.md).
+            for try await row in try await client.query(query) {
+                let (generation, value, fresh, claimed) = try row.decode((Int64, Data?, Bool, Bool).self)
+                found = Row(generation: generation, value: value, fresh: fresh, claimed: claimed)
             }
-            return row
+            return found
         }
     }
 
