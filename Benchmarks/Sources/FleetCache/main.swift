@@ -9,7 +9,8 @@
 //    stored keys once each) against a plain `SELECT value FROM <table> WHERE key_hash = $1` of
 //    the same rows on the same `PostgresClient` (decoded to bytes, no JSON): µs per read, one
 //    caller. Bar: ≤ 1.2x. Also `PostgresSingleFlight` alone on the same rows (the shared tier
-//    without the local one), to tell the fleet layer's cost from the single flight's.
+//    without the local one), to tell the fleet layer's cost from the single flight's, and the
+//    hand-written two tiers (a `KeyedMonoTask` whose load is the plain `SELECT`).
 // c. Invalidation-to-visibility with 8 processes (copies of this executable, `--child`): each
 //    warms `keys` keys, then notes when the count of keys other processes invalidated
 //    (`counters.keysInvalidated`, sampled every millisecond) reaches each key's index + 1; this
@@ -256,15 +257,34 @@ try await withClient { client in
         }
         return (ContinuousClock.now - start) / .microseconds(1) / Double(keys)
     }
+    // The hand-written two tiers: a fresh KeyedMonoTask (the fleet's local bound and expiry) whose
+    // load is the plain SELECT, run in the load's task (no statement deadline).
+    func handWrittenRound() async throws -> Double {
+        let local = KeyedMonoTask<String, ByteBuffer>(maximumEntries: 10_000, resultExpireDuration: .seconds(300)) { hash in
+            var row = ByteBuffer()
+            for try await value in try await client.query(
+                "SELECT value FROM \(unescaped: table) WHERE key_hash = \(hash)"
+            ).decode(ByteBuffer.self) { row = value }
+            return row
+        }
+        let start = ContinuousClock.now
+        for key in 0..<keys {
+            let value = try await local.value(for: hashes[key])
+            precondition(value.readableBytes > 0)
+        }
+        return (ContinuousClock.now - start) / .microseconds(1) / Double(keys)
+    }
+    var handUs: [Double] = [], handRatios: [Double] = [], fleetOverHand: [Double] = []
     for round in 0..<rounds {
-        var f = 0.0, p = 0.0, s = 0.0
+        var f = 0.0, p = 0.0, s = 0.0, h = 0.0
         if round % 2 == 0 {
-            f = try await fleetRound(); p = try await plainRound(); s = try await flightRound()
+            f = try await fleetRound(); p = try await plainRound(); s = try await flightRound(); h = try await handWrittenRound()
         } else {
-            s = try await flightRound(); p = try await plainRound(); f = try await fleetRound()
+            h = try await handWrittenRound(); s = try await flightRound(); p = try await plainRound(); f = try await fleetRound()
         }
         fleetUs.append(f); plainUs.append(p); ratios.append(f / p)
         flightUs.append(s); flightRatios.append(s / p)
+        handUs.append(h); handRatios.append(h / p); fleetOverHand.append(f / h)
     }
     print("""
         b. L2 hit, 1 caller, \(keys) keys per round: PostgresFleetCache \(Measure.format(Measure.median(fleetUs))) µs/read, \
@@ -273,6 +293,9 @@ try await withClient { client in
         b. L2 hit through PostgresSingleFlight alone: \(Measure.format(Measure.median(flightUs))) µs/read, \
         ratio \(Measure.format(Measure.median(flightRatios), 3))x the plain SELECT \
         (rounds: \(flightRatios.map { Measure.format($0, 3) }.joined(separator: " ")))
+        b. L2 hit through a hand-written KeyedMonoTask over the plain SELECT: \(Measure.format(Measure.median(handUs))) µs/read, \
+        ratio \(Measure.format(Measure.median(handRatios), 3))x the plain SELECT; PostgresFleetCache \
+        \(Measure.format(Measure.median(fleetOverHand), 3))x it (rounds: \(fleetOverHand.map { Measure.format($0, 3) }.joined(separator: " ")))
         """)
 }
 
