@@ -15,13 +15,11 @@ import TaskKit
 /// }
 /// ```
 ///
-/// - A caller first reads the key's row itself: a fresh stored result is served at once, in one
-///   statement, as a plain `SELECT` would be.
-/// - Otherwise, inside a process, concurrent callers of a key are merged, by TaskKit's
-///   single-flight (a `KeyedMonoTask` that caches nothing): the process makes at most one claim
-///   per key at a time, with the first caller's `load`, `Value` type and `resultExpireDuration`.
-///   A caller whose task is cancelled leaves at once; the flight goes on for the others, and
-///   when all have left it still ends (its result is stored for the fleet).
+/// - Inside a process, concurrent callers of a key are merged first, by TaskKit's single-flight
+///   (a `KeyedMonoTask` that caches nothing): the process makes at most one claim per key at a
+///   time, with the first caller's `load`, `Value` type and `resultExpireDuration`. A caller
+///   whose task is cancelled leaves at once; the flight goes on for the others, and when all
+///   have left it still ends (its result is stored for the fleet).
 /// - Across processes, a row per key in one table holds a *claim* (a token and a lease) and the
 ///   last result. The caller that takes the claim runs `load`, renews the lease every third of it
 ///   (a heartbeat), then stores the result and releases the claim in one statement. Others poll
@@ -139,15 +137,11 @@ public final class PostgresSingleFlight: Sendable {
             )
         }
         let digest = KeyDigest(key)
-        // The caller reads first, in its own task: a stored hit costs one statement, without the
-        // merge's task (Benchmarks/FleetCache, "b."). A missing, stale or claimed row goes to the
-        // merge, whose flight starts from this read.
-        let row = try await read(digest)
-        if let value: Value = freshValue(row) { return value }
+        // Merged before the first read: a burst of callers of a key makes one read, not one each
+        // (the reads of 50 callers at once queue for the pool's connections past their deadline).
         let output = try await flights.value(
             for: ProcessFlight(key: digest.hex) {
-                let (value, data) = try await self.fly(
-                    digest, firstRead: row, resultExpireDuration: resultExpireDuration, load: load)
+                let (value, data) = try await self.fly(digest, resultExpireDuration: resultExpireDuration, load: load)
                 return FlightOutput(data: data, value: value)
             }
         )
@@ -175,37 +169,22 @@ public final class PostgresSingleFlight: Sendable {
         resultExpireDuration: Duration?,
         load: @escaping @Sendable () async throws -> Value
     ) async throws -> Value {
-        try await fly(key, firstRead: nil, resultExpireDuration: resultExpireDuration, load: load).value
+        try await fly(key, resultExpireDuration: resultExpireDuration, load: load).value
     }
 
     // MARK: - The flight
 
-    /// The value `row` holds when it is fresh and decodes as `Value`.
-    private func freshValue<Value: Decodable>(_ row: Row?) -> Value? {
-        guard let row, row.fresh, let data = row.value else { return nil }
-        return try? JSONDecoder().decode(Value.self, from: data)
-    }
-
-    /// One process's flight for a key: read (`firstRead`, when the caller has read already);
-    /// serve a fresh or newly stored result; else claim and load, or poll while another caller
-    /// holds the claim.
+    /// One process's flight for a key: read; serve a fresh or newly stored result; else claim
+    /// and load, or poll while another caller holds the claim.
     private func fly<Value: Codable & Sendable>(
         _ key: KeyDigest,
-        firstRead: Row??,
         resultExpireDuration: Duration?,
         load: @escaping @Sendable () async throws -> Value
     ) async throws -> (value: Value, data: Data) {
         var arrivalGeneration: Int64?
         var pollInterval = Duration.milliseconds(5)
-        var pendingRead = firstRead
         while true {
-            let row: Row?
-            if let pending = pendingRead {
-                row = pending
-                pendingRead = nil
-            } else {
-                row = try await read(key)
-            }
+            let row = try await read(key)
             let generation = row?.generation ?? 0
             if arrivalGeneration == nil { arrivalGeneration = generation }
             var undecodable = false

@@ -179,30 +179,6 @@ struct PostgresSingleFlightTests {
         }
     }
 
-    /// A fresh stored result is read by the caller itself, without the in-process merge; a
-    /// missing or stale one goes through it, and the flight starts from the caller's read.
-    @Test(.scaledTimeLimit(minutes: 1))
-    func aStoredResultIsReadWithoutTheMerge() async throws {
-        try await withFlight { flight, _ in
-            let loads = Counter()
-            let load: @Sendable () async throws -> Token = { Token(value: "v\(loads.increment())") }
-            let first = try await flight.value(forKey: "r", resultExpireDuration: nil, load: load)
-            #expect(first == Token(value: "v1"))
-            #expect(flight.flights.counters.loads == 1)
-            for _ in 0..<20 {
-                let stored = try await flight.value(forKey: "r", resultExpireDuration: nil, load: load)
-                #expect(stored == Token(value: "v1"))
-            }
-            #expect(flight.flights.counters.loads == 1, "stored hits do not start flights")
-            // Invalidated: through the merge, and loaded again.
-            try await flight.invalidate("r")
-            let reloaded = try await flight.value(forKey: "r", resultExpireDuration: nil, load: load)
-            #expect(reloaded == Token(value: "v2"))
-            #expect(flight.flights.counters.loads == 2)
-            #expect(loads.value == 2)
-        }
-    }
-
     @Test(.scaledTimeLimit(minutes: 1))
     func aFailureIsNotStoredAndMergedCallersGetTheError() async throws {
         struct Failure: Error {}
