@@ -113,6 +113,11 @@ func waitForExit(_ workers: [WorkerProcess], timeout: Duration) async -> Bool {
     }
     let done = workers.allSatisfy { !$0.process.isRunning }
     for worker in workers { worker.kill() }
+    // Reaped before returning: reading `terminationStatus` of a running process stops the caller.
+    let reaped = ContinuousClock.now + .seconds(10)
+    while workers.contains(where: \.process.isRunning), ContinuousClock.now < reaped {
+        try? await Task.sleep(for: .milliseconds(20))
+    }
     return done
 }
 #endif
