@@ -10,25 +10,41 @@ import Foundation
 struct KeyDigest: Sendable, Hashable {
     /// The digest, 64 lowercase hex digits.
     let hex: String
-    /// The key's first bytes (at most ``prefixLength``), kept in a column for people reading the
-    /// table; `bytea`, so any content is safe.
-    let prefix: Data
+    /// The key itself, for ``prefix``.
+    private let key: String
 
     /// How many of the key's UTF-8 bytes the `key_prefix` column keeps.
     static let prefixLength = 200
 
+    /// The hex digits, made once.
+    private static let digits = Array("0123456789abcdef".utf8)
+
     init(_ key: String) {
-        let digest = SHA256.hash(data: Data(key.utf8))
-        let digits = Array("0123456789abcdef".utf8)
-        var hex = [UInt8]()
-        hex.reserveCapacity(64)
-        for byte in digest {
-            hex.append(digits[Int(byte >> 4)])
-            hex.append(digits[Int(byte & 0x0f)])
+        var key = key
+        // The buffer `withUTF8` lends is read only inside its closure.
+        let digest = key.withUTF8 { SHA256.hash(data: UnsafeRawBufferPointer($0)) }
+        // Written in place, one allocation (the string's): the closure writes exactly the 64
+        // bytes asked for, at indices 0..<64 (two per digest byte, 32 bytes), and says so.
+        self.hex = String(unsafeUninitializedCapacity: 64) { hex in
+            var index = 0
+            for byte in digest {
+                hex[index] = Self.digits[Int(byte >> 4)]
+                hex[index + 1] = Self.digits[Int(byte & 0x0f)]
+                index += 2
+            }
+            return index
         }
-        self.hex = String(decoding: hex, as: UTF8.self)
-        self.prefix = Data(key.utf8.prefix(Self.prefixLength))
+        self.key = key
     }
+
+    /// The key's first bytes (at most ``prefixLength``), kept in a column for people reading the
+    /// table; `bytea`, so any content is safe. Made when a statement needs it (a claim), not for
+    /// every read.
+    var prefix: Data { Data(key.utf8.prefix(Self.prefixLength)) }
+
+    static func == (lhs: KeyDigest, rhs: KeyDigest) -> Bool { lhs.hex == rhs.hex }
+
+    func hash(into hasher: inout Hasher) { hasher.combine(hex) }
 }
 
 #endif

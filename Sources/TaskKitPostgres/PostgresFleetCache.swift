@@ -148,29 +148,35 @@ public final class PostgresFleetCache<Value: Codable & Sendable>: Sendable {
         self.statementTimeout = statementTimeout
         self.sleep = { try await clock.sleep(for: $0) }
         self.logger = logger
-        // The local tier's loader holds the shared state and the flight, never `self`.
+        // The local tier's loader holds the shared state and the flight, never `self`. Its load
+        // reports through a completion (``FlightRun``), so that a statement's timeout answers the
+        // callers while the statement runs on, and a stored hit is answered from the thread its
+        // reply arrived on. The local tier merges this process's callers: the flight runs
+        // without the single flight's own merge.
         let local = KeyedMonoTask<String, Entry>(
             maximumEntries: maximumEntries, resultExpireDuration: localExpireDuration, clock: clock, logger: logger
-        ) { key in
-            let loadedAt = elapsed()
-            let digest = KeyDigest(key)
-            if shared.remember(key, digest: digest.hex) {
-                // The index of keys overflowed and was emptied: so is the local tier.
-                shared.dropLocal?()
-            }
-            let tagHashes = tags.map { tags in tags(key).map { KeyDigest($0).hex } } ?? []
-            if !tagHashes.isEmpty {
-                let query = statements.tag(digest.hex, with: tagHashes)
-                try await withStatementDeadline(statementTimeout, statement: "tag") {
-                    for try await _ in try await client.query(query) {}
+        ) { key, completion in
+            FlightRun.launch(completion: completion) { run in
+                let loadedAt = elapsed()
+                let digest = KeyDigest(key)
+                if shared.remember(key, digest: digest.hex) {
+                    // The index of keys overflowed and was emptied: so is the local tier.
+                    shared.dropLocal?()
+                }
+                let tagHashes = tags.map { tags in tags(key).map { KeyDigest($0).hex } } ?? []
+                if !tagHashes.isEmpty {
+                    let query = statements.tag(digest.hex, with: tagHashes)
+                    try await run.statement("tag", timeout: statementTimeout) {
+                        for try await _ in try await client.query(query) {}
+                    }
+                }
+                return try await flight.fly(
+                    digest, resultExpireDuration: resultExpireDuration, run: run,
+                    output: { (value: Value, _) in Entry(box: FleetCacheValueBox(value), loadedAt: loadedAt) }
+                ) {
+                    try await load(key)
                 }
             }
-            // The local tier merges this process's callers already: the flight runs here, in the
-            // local tier's load, without the single flight's own merge (and its task).
-            let value = try await flight.unmergedValue(digest, resultExpireDuration: resultExpireDuration) {
-                try await load(key)
-            }
-            return Entry(box: FleetCacheValueBox(value), loadedAt: loadedAt)
         }
         self.local = local
         shared.setDropLocal { [weak local] in

@@ -49,8 +49,13 @@ public final class PostgresSingleFlight: Sendable {
     private let statements: SingleFlightStatements
     /// The in-process merge: one flight per key at a time, nothing cached (the database is the
     /// cache). Internal, not private: the tests read its counters to know every caller joined.
-    let flights = KeyedMonoTask<ProcessFlight, FlightOutput>(maximumEntries: 1) { flight in
-        try await flight.fly()
+    /// Its loads report through a completion (``FlightRun``): a statement's timeout answers the
+    /// callers while the statement runs on.
+    let flights = KeyedMonoTask<ProcessFlight, FlightOutput>(
+        maximumEntries: 1, resultExpireDuration: .zero, clock: CoarseContinuousClock(),
+        logger: .silent(label: "TaskKitPostgres")
+    ) { flight, completion in
+        flight.start(completion)
     }
 
     /// Creates a single-flight coordinator over `client`.
@@ -140,9 +145,12 @@ public final class PostgresSingleFlight: Sendable {
         // Merged before the first read: a burst of callers of a key makes one read, not one each
         // (the reads of 50 callers at once queue for the pool's connections past their deadline).
         let output = try await flights.value(
-            for: ProcessFlight(key: digest.hex) {
-                let (value, data) = try await self.fly(digest, resultExpireDuration: resultExpireDuration, load: load)
-                return FlightOutput(data: data, value: value)
+            for: ProcessFlight(key: digest.hex) { completion in
+                FlightRun.launch(completion: completion) { run in
+                    try await self.fly(
+                        digest, resultExpireDuration: resultExpireDuration, run: run,
+                        output: { value, data in FlightOutput(data: data, value: value) }, load: load)
+                }
             }
         )
         if let value = output.value as? Value { return value }
@@ -161,36 +169,37 @@ public final class PostgresSingleFlight: Sendable {
         try await execute(statements.invalidate(KeyDigest(key)), statement: "invalidate")
     }
 
-    /// ``value(forKey:resultExpireDuration:load:)`` without the in-process merge, for a caller
-    /// that merges its callers itself (``PostgresFleetCache``'s local tier): the same reads,
-    /// claim, load and polls, in the calling task.
-    func unmergedValue<Value: Codable & Sendable>(
-        _ key: KeyDigest,
-        resultExpireDuration: Duration?,
-        load: @escaping @Sendable () async throws -> Value
-    ) async throws -> Value {
-        try await fly(key, resultExpireDuration: resultExpireDuration, load: load).value
-    }
-
     // MARK: - The flight
 
-    /// One process's flight for a key: read; serve a fresh or newly stored result; else claim
-    /// and load, or poll while another caller holds the claim.
-    private func fly<Value: Codable & Sendable>(
+    /// One process's flight for a key, in `run`'s task: read; serve a fresh or newly stored
+    /// result; else claim and load, or poll while another caller holds the claim. Also the
+    /// flight of ``PostgresFleetCache``'s local tier, which merges its callers itself. A fresh
+    /// value found by the first read is answered through `run` from the thread its reply arrived
+    /// on; `output` makes the run's output of a value and its JSON.
+    func fly<Value: Codable & Sendable, Output: Sendable>(
         _ key: KeyDigest,
         resultExpireDuration: Duration?,
+        run: FlightRun<Output>,
+        output: @escaping @Sendable (Value, Data) -> Output,
         load: @escaping @Sendable () async throws -> Value
-    ) async throws -> (value: Value, data: Data) {
+    ) async throws -> Output {
+        // The first read's fresh value answers the callers from the reply's thread.
+        let answerFresh: @Sendable (Row) -> Void = { row in
+            guard row.fresh, let data = row.value,
+                  let value = try? JSONDecoder().decode(Value.self, from: data)
+            else { return }
+            run.answer(output(value, data))
+        }
         var arrivalGeneration: Int64?
         var pollInterval = Duration.milliseconds(5)
         while true {
-            let row = try await read(key)
+            let row = try await read(key, in: run, answer: arrivalGeneration == nil ? answerFresh : nil)
             let generation = row?.generation ?? 0
             if arrivalGeneration == nil { arrivalGeneration = generation }
             var undecodable = false
             if let row, let data = row.value, row.fresh || generation != arrivalGeneration {
                 if let value = try? JSONDecoder().decode(Value.self, from: data) {
-                    return (value, data)
+                    return output(value, data)
                 }
                 undecodable = true
                 logger.debug("PostgresSingleFlight: a stored value does not decode; loading again",
@@ -206,10 +215,12 @@ public final class PostgresSingleFlight: Sendable {
             let claimed = try await query(
                 statements.claim(key, token: token, lease: lease, generation: generation,
                                  replacingUndecodable: undecodable),
-                statement: "claim"
+                statement: "claim", in: run
             ) > 0
             if claimed {
-                return try await runClaimed(key, token: token, resultExpireDuration: resultExpireDuration, load: load)
+                let (value, data) = try await runClaimed(
+                    key, token: token, resultExpireDuration: resultExpireDuration, load: load)
+                return output(value, data)
             }
         }
     }
@@ -293,31 +304,66 @@ public final class PostgresSingleFlight: Sendable {
         let value: Data?
         let fresh: Bool
         let claimed: Bool
-    }
 
-    private func read(_ key: KeyDigest) async throws -> Row? {
-        let client = self.client
-        let query = statements.read(key)
-        return try await withStatementDeadline(statementTimeout, statement: "read") {
-            var found: Row?
-            // Each row decoded by `PostgresRow.decode`, which is specialized here; the sequence's
-            // `decode` of a tuple is not, and cost a few percent of a read (Benchmarks/NOTES.md).
-            for try await row in try await client.query(query) {
-                let (generation, value, fresh, claimed) = try row.decode((Int64, Data?, Bool, Bool).self)
-                found = Row(generation: generation, value: value, fresh: fresh, claimed: claimed)
-            }
-            return found
+        /// Decoded by `PostgresRow.decode`, which is specialized here; the row sequence's `decode`
+        /// of a tuple is not, and cost a few percent of a read (Benchmarks/NOTES.md).
+        init(_ row: PostgresRow) throws {
+            let (generation, value, fresh, claimed) = try row.decode((Int64, Data?, Bool?, Bool?).self)
+            self.generation = generation
+            self.value = value
+            self.fresh = fresh ?? false
+            self.claimed = claimed ?? false
         }
     }
 
-    /// Runs `query` and returns how many rows it returned.
+    /// The logger of the read's query: postgres-nio's own debug messages are not the flight's.
+    private static let queryLogger = Logger.silent(label: "TaskKitPostgres.read")
+
+    /// Reads `key`'s row in `run`'s task. With `answer`, the row is also given to it as soon as
+    /// the reply arrives, on the connection's event loop, before this task resumes: a fresh value
+    /// answers the callers from there, with no hop to this task and from it to them (the query
+    /// through the connection's `EventLoopFuture`, leased for as long as it runs).
+    private func read(
+        _ key: KeyDigest, in run: some FlightEnding, answer: (@Sendable (Row) -> Void)?
+    ) async throws -> Row? {
+        let query = statements.read(key)
+        return try await run.statement("read", timeout: statementTimeout) {
+            try await client.withConnection { connection in
+                let reply: EventLoopFuture<PostgresQueryResult> = connection.query(query, logger: Self.queryLogger)
+                if let answer {
+                    reply.whenSuccess { result in
+                        if let first = result.rows.first, let row = try? Row(first) { answer(row) }
+                    }
+                }
+                let rows = try await reply.get().rows
+                // Answered from the event loop: the flight ends here (see `statement`).
+                if run.hasEnded { throw CancellationError() }
+                return try rows.first.map(Row.init)
+            }
+        }
+    }
+
+    /// Runs `query` in `run`'s task and returns how many rows it returned.
+    private func query(_ query: PostgresQuery, statement: String, in run: some FlightEnding) async throws -> Int {
+        try await run.statement(statement, timeout: statementTimeout) {
+            try await Self.count(try await client.query(query))
+        }
+    }
+
+    /// Runs `query` in a task of its own (``withStatementDeadline(_:statement:timers:_:)``):
+    /// statements outside a flight's reads and claims, whose callers wait for them alone.
     private func query(_ query: PostgresQuery, statement: String) async throws -> Int {
         let client = self.client
         return try await withStatementDeadline(statementTimeout, statement: statement) {
-            var count = 0
-            for try await _ in try await client.query(query) { count += 1 }
-            return count
+            try await Self.count(try await client.query(query))
         }
+    }
+
+    /// The number of rows of `rows`.
+    private static func count(_ rows: PostgresRowSequence) async throws -> Int {
+        var count = 0
+        for try await _ in rows { count += 1 }
+        return count
     }
 
     private func execute(_ query: PostgresQuery, statement: String) async throws {

@@ -15,8 +15,9 @@ struct FlightOutput: Sendable {
 struct ProcessFlight: Hashable, Sendable {
     /// The key's digest, in hexadecimal.
     let key: String
-    /// Reads, claims and loads, or waits, in the database.
-    let fly: @Sendable () async throws -> FlightOutput
+    /// Starts the flight (reads, claims and loads, or waits, in the database), which reports
+    /// its outcome to the completion exactly once.
+    let start: @Sendable (_ completion: @escaping @Sendable (Result<FlightOutput, any Error>) -> Void) -> Void
 
     static func == (lhs: ProcessFlight, rhs: ProcessFlight) -> Bool { lhs.key == rhs.key }
 

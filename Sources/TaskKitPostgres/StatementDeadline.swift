@@ -160,6 +160,12 @@ final class StatementTimers: Sendable {
         mutating func dropFinished() {
             while let first, first.statement.isFinished { removeFirst() }
         }
+
+        /// Drops the ended statements at the front and appends `entry`.
+        mutating func add(_ entry: Entry) {
+            dropFinished()
+            entries.append(entry)
+        }
     }
 
     private struct State {
@@ -180,8 +186,7 @@ final class StatementTimers: Sendable {
 
     func add(_ statement: any TimedStatement, deadline: ContinuousClock.Instant, timeout: Duration) {
         let (start, stop) = state.withLockedValue { state -> (Int?, Task<Void, Never>?) in
-            state.queues[timeout, default: Queue()].dropFinished()
-            state.queues[timeout, default: Queue()].entries.append(Entry(deadline: deadline, statement: statement))
+            state.queues[timeout, default: Queue()].add(Entry(deadline: deadline, statement: statement))
             if let sleepingUntil = state.sleepingUntil, sleepingUntil <= deadline { return (nil, nil) }
             state.generation += 1
             state.sleepingUntil = deadline

@@ -69,6 +69,12 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
     @usableFromInline let load: (@Sendable (Key) async throws -> Value)?
     /// The batch loader and its waiting keys; `nil` with a loader of one key.
     @usableFromInline let batcher: KeyedMonoTaskBatcher<Key, Value>?
+    /// The loader that reports through a completion (``init(maximumEntries:resultExpireDuration:clock:logger:startLoad:)``);
+    /// `nil` otherwise.
+    @usableFromInline let completingLoad: CompletingLoad?
+    /// Starts the load of a key, which reports its outcome by calling the completion exactly once.
+    @usableFromInline typealias CompletingLoad =
+        @Sendable (Key, _ completion: @escaping @Sendable (Result<Value, any Error>) -> Void) -> Void
     /// The removal listener, if any (see ``deliverRemovals(in:)``).
     @usableFromInline let onRemoval: (@Sendable (Key, Value, KeyedMonoTaskRemovalCause) -> Void)?
     /// The cost of a loaded value, with a cost bound; `nil` without.
@@ -206,10 +212,34 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         )
     }
 
-    /// How a cache loads: one key per call, or batches.
+    /// Creates a cache whose loads report their outcome through a completion rather than by
+    /// returning it, for a loader inside this package that must be able to answer its callers
+    /// before its own work ends: TaskKitPostgres ends a load with a statement's timeout while the
+    /// statement, which postgres-nio cannot abandon, runs on in the load's task. Such a load
+    /// answers its callers from where it completes, with no task of the cache's between them.
+    ///
+    /// `startLoad` is called outside every lock, on the thread of the call that started the load;
+    /// it must call the completion exactly once, from anywhere. No retry, tracing or metrics.
+    package convenience init(
+        maximumEntries: Int,
+        resultExpireDuration: Duration?,
+        clock: some Clock<Duration>,
+        logger: Logger,
+        startLoad: @escaping @Sendable (Key, _ completion: @escaping @Sendable (Result<Value, any Error>) -> Void) -> Void
+    ) {
+        self.init(
+            entries: maximumEntries, costBound: nil, resultExpireDuration: resultExpireDuration,
+            staleWhileRevalidate: .zero, refreshAhead: nil, expiryJitter: .zero, failSafe: nil, retry: .never,
+            clock: clock, expiry: nil, failureExpiry: nil, tags: nil, costOf: nil, onRemoval: nil,
+            logger: logger, metricsLabel: nil, tracing: .none, loader: .completing(startLoad)
+        )
+    }
+
+    /// How a cache loads: one key per call, or batches, or one key reported through a completion.
     enum Loader {
         case single(@Sendable (Key) async throws -> Value)
         case batch(KeyedMonoTaskBatcher<Key, Value>)
+        case completing(CompletingLoad)
     }
 
     init(
@@ -259,10 +289,17 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
             keyRetry = retry
             self.load = load
             self.batcher = nil
+            self.completingLoad = nil
         case .batch(let batcher):
             keyRetry = .never
             self.load = nil
             self.batcher = batcher
+            self.completingLoad = nil
+        case .completing(let startLoad):
+            keyRetry = .never
+            self.load = nil
+            self.batcher = nil
+            self.completingLoad = startLoad
         }
         let configuration = Machine.Configuration(
             maximumEntries: maximumEntries, timeToLive: resultExpireDuration,
@@ -650,6 +687,15 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         guard !isTraced else { return startTracedLoad(start, in: state, byCaller: byCaller) }
         let key = start.key
         let generation = start.generation
+        if let completingLoad {
+            let started: Int64 = metrics == nil ? 0 : time.nowNanoseconds()
+            completingLoad(key) { result in
+                let retry = self.attemptEnded(
+                    key: key, generation: generation, in: state, result: result, started: started, span: UntracedRun())
+                assert(retry == nil, "a completing load is never retried")
+            }
+            return
+        }
         // A throwing operation that throws nothing: a `Task<Void, Never>` wraps its operation in
         // a thunk, one more allocation per load (as `TaskManager`'s jobs, see `publishExecution`).
         Task.detached { () async throws -> Void in
@@ -681,37 +727,50 @@ public final class KeyedMonoTask<Key: Hashable & Sendable, Value: Sendable>: Sen
         while true {
             let result: Result<Value, any Error>
             do {
-                // `run` is only started without a batcher, where `load` is set.
+                // `run` is only started with a loader of one key, where `load` is set.
                 result = .success(try await load!(key))
             } catch {
                 result = .failure(error)
             }
-            let stored = self.storage(of: result, for: key)
-            let now = time.nowNanoseconds()
-            let action = shards.withLock(state) { [stored] in
-                $0.attemptFinished(
-                    generation: generation, result: result, cost: stored.cost, expiresIn: stored.expiresIn,
-                    failureExpiresIn: stored.failureExpiresIn, tags: stored.tags, now: now
-                )
+            guard let delay = attemptEnded(
+                key: key, generation: generation, in: state, result: result, started: started, span: span)
+            else { return }
+            if delay > .zero {
+                // This task is never cancelled, so the sleep ends at its deadline.
+                try? await time.sleep(for: delay)
             }
-            switch consume action {
-            case .retry(let delay):
-                span.retried()
-                logger.debug("KeyedMonoTask: load retries after \(delay)", metadata: ["key": "\(key)"])
-                if delay > .zero {
-                    // This task is never cancelled, so the sleep ends at its deadline.
-                    try? await time.sleep(for: delay)
-                }
-                shards.withLock(state) { $0.retryDue(generation: generation) }
-            case .finish(let waiters, let delivered, let next, let released):
-                if let metrics { metrics.recordRun(duration: .nanoseconds(now &- started), result: result) }
-                if case .failure(let error) = result {
-                    loadFailed(key, error, answered: delivered, callers: waiters.count)
-                }
-                span.finished(delivered, callers: waiters.count)
-                finish(waiters: waiters, result: delivered, next: next, released: released, in: state)
-                return
+            shards.withLock(state) { $0.retryDue(generation: generation) }
+        }
+    }
+
+    /// Reports the outcome of an attempt of a load of the shard `state` to the machine: returns
+    /// the delay before the next attempt, or `nil` when the load ended (its callers answered).
+    @inlinable
+    func attemptEnded(
+        key: Key, generation: Machine.Generation, in state: Int, result: Result<Value, any Error>,
+        started: Int64, span: some RunSpan
+    ) -> Duration? {
+        let stored = self.storage(of: result, for: key)
+        let now = time.nowNanoseconds()
+        let action = shards.withLock(state) { [stored] in
+            $0.attemptFinished(
+                generation: generation, result: result, cost: stored.cost, expiresIn: stored.expiresIn,
+                failureExpiresIn: stored.failureExpiresIn, tags: stored.tags, now: now
+            )
+        }
+        switch consume action {
+        case .retry(let delay):
+            span.retried()
+            logger.debug("KeyedMonoTask: load retries after \(delay)", metadata: ["key": "\(key)"])
+            return delay
+        case .finish(let waiters, let delivered, let next, let released):
+            if let metrics { metrics.recordRun(duration: .nanoseconds(now &- started), result: result) }
+            if case .failure(let error) = result {
+                loadFailed(key, error, answered: delivered, callers: waiters.count)
             }
+            span.finished(delivered, callers: waiters.count)
+            finish(waiters: waiters, result: delivered, next: next, released: released, in: state)
+            return nil
         }
     }
 

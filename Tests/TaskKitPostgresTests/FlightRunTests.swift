@@ -1,0 +1,121 @@
+#if PostgreSQL
+import Synchronization
+import Testing
+@testable import TaskKitPostgres
+import TaskKitTestSupport
+
+/// `FlightRun` without a database: its "statements" are closures that answer, fail or never
+/// answer, and its outcome reaches the completion exactly once.
+struct FlightRunTests {
+    /// The outcomes a run delivered, in order.
+    final class Outcomes: Sendable {
+        private let results = Mutex<[Result<Int, any Error>]>([])
+
+        var count: Int { results.withLock { $0.count } }
+        var first: Result<Int, any Error>? { results.withLock { $0.first } }
+
+        func record(_ result: Result<Int, any Error>) { results.withLock { $0.append(result) } }
+    }
+
+    /// Whether the body went on past its statement.
+    final class Flag: Sendable {
+        private let value = Mutex(false)
+        var isSet: Bool { value.withLock { $0 } }
+        func set() { value.withLock { $0 = true } }
+    }
+
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aStatementThatNeverAnswersEndsTheRunWithATimeoutAndTheFlightGoesNoFurther() async throws {
+        let timers = StatementTimers()
+        let gate = TestGate()
+        defer { gate.open() }
+        let outcomes = Outcomes()
+        let wentOn = Flag()
+        let stopped = TestGate()
+        FlightRun<Int>.launch(completion: outcomes.record) { run in
+            defer { _ = stopped.arrive() }
+            let value = try await run.statement("read", timeout: .milliseconds(50), timers: timers) {
+                await gate.wait(within: .seconds(3_600))  // ignores its task's cancel, as postgres-nio's query
+                return 1
+            }
+            wentOn.set()
+            return value
+        }
+        await eventually("the run ended") { outcomes.count == 1 }
+        guard case .failure(let error)? = outcomes.first,
+              case PostgresSingleFlightError.databaseTimeout(let statement, let after)? = error as? PostgresSingleFlightError
+        else {
+            Issue.record("expected a timeout, got \(String(describing: outcomes.first))")
+            return
+        }
+        #expect(statement == "read" && after == .milliseconds(50))
+        // The statement answers late: the flight stops there, and the callers were answered once.
+        gate.open()
+        await eventually("the task ended") { stopped.arrivals == 1 }
+        #expect(!wentOn.isSet)
+        #expect(outcomes.count == 1)
+    }
+
+    @Test(.scaledTimeLimit(minutes: 1))
+    func anAnswerGivenDuringAStatementEndsTheRunAndTheFlightGoesNoFurther() async throws {
+        let timers = StatementTimers()
+        let gate = TestGate()
+        defer { gate.open() }
+        let outcomes = Outcomes()
+        let wentOn = Flag()
+        let stopped = TestGate()
+        let running = TestGate()
+        FlightRun<Int>.launch(completion: outcomes.record) { run in
+            defer { _ = stopped.arrive() }
+            let value = try await run.statement("read", timeout: .seconds(3_600), timers: timers) {
+                // The reply's thread answers while the statement's task has not resumed yet.
+                run.answer(42)
+                _ = running.arrive()
+                await gate.wait(within: .seconds(3_600))
+                return 1
+            }
+            wentOn.set()
+            return value
+        }
+        await eventually("the answer was given") { running.arrivals == 1 }
+        #expect(outcomes.count == 1)
+        guard case .success(42)? = outcomes.first else {
+            Issue.record("expected the answer, got \(String(describing: outcomes.first))")
+            return
+        }
+        gate.open()
+        await eventually("the task ended") { stopped.arrivals == 1 }
+        #expect(!wentOn.isSet)
+        #expect(outcomes.count == 1)
+        // The ended statement left the timers' queue with the next addition.
+        _ = try? await withStatementDeadline(.seconds(3_600), statement: "next", timers: timers) { 0 }
+        #expect(timers.count <= 1)
+    }
+
+    @Test(.scaledTimeLimit(minutes: 1))
+    func theBodysResultAndAStatementsFailureReachTheCompletion() async throws {
+        struct Failure: Error {}
+        let outcomes = Outcomes()
+        FlightRun<Int>.launch(completion: outcomes.record) { run in
+            try await run.statement("read", timeout: .seconds(3_600)) { 7 }
+        }
+        await eventually("the run ended") { outcomes.count == 1 }
+        guard case .success(7)? = outcomes.first else {
+            Issue.record("expected 7, got \(String(describing: outcomes.first))")
+            return
+        }
+        let failures = Outcomes()
+        FlightRun<Int>.launch(completion: failures.record) { run in
+            try await run.statement("claim", timeout: .seconds(3_600)) { () async throws -> Int in throw Failure() }
+        }
+        await eventually("the run ended") { failures.count == 1 }
+        guard case .failure(let error)? = failures.first,
+              case PostgresSingleFlightError.databaseFailure(let statement, let underlying)? = error as? PostgresSingleFlightError
+        else {
+            Issue.record("expected a database failure, got \(String(describing: failures.first))")
+            return
+        }
+        #expect(statement == "claim" && underlying is Failure)
+    }
+}
+#endif
