@@ -33,8 +33,8 @@ import TaskKit
 ///   error; callers in other processes find the claim released with no new result, and one of
 ///   them claims and runs its own `load`.
 ///
-/// Every statement is one autocommit statement sent through `PostgresClient.query` (postgres-nio's
-/// unnamed statement): no session advisory locks, `LISTEN`/`NOTIFY`, `SET`, temporary tables or
+/// Every statement is one autocommit statement sent as postgres-nio's unnamed statement (through
+/// `PostgresClient.query`, or `query` on a connection the client leased): no session advisory locks, `LISTEN`/`NOTIFY`, `SET`, temporary tables or
 /// named prepared statements, so it works through a transaction-pooling pooler (pgbouncer
 /// `pool_mode = transaction`), without superuser rights or extensions. See
 /// <doc:SingleFlightAcrossProcesses>.

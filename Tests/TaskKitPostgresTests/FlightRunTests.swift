@@ -24,70 +24,67 @@ struct FlightRunTests {
         func set() { value.withLock { $0 = true } }
     }
 
-    @Test(.scaledTimeLimit(minutes: 1))
-    func aStatementThatNeverAnswersEndsTheRunWithATimeoutAndTheFlightGoesNoFurther() async throws {
-        let timers = StatementTimers()
-        let gate = TestGate()
-        defer { gate.open() }
+    /// A flight whose one statement (named "read", bounded by `timeout`) first calls `during`
+    /// with the run, then waits for `gate`, ignoring its task's cancel (as postgres-nio's query
+    /// does), and which records whether it went on past the statement.
+    private struct StuckFlight {
         let outcomes = Outcomes()
         let wentOn = Flag()
         let stopped = TestGate()
-        FlightRun<Int>.launch(completion: outcomes.record) { run in
-            defer { _ = stopped.arrive() }
-            let value = try await run.statement("read", timeout: .milliseconds(50), timers: timers) {
-                await gate.wait(within: .seconds(3_600))  // ignores its task's cancel, as postgres-nio's query
-                return 1
+        let gate = TestGate()
+
+        init(timeout: Duration, timers: StatementTimers, during: @escaping @Sendable (FlightRun<Int>) -> Void = { _ in }) {
+            let (outcomes, wentOn, stopped, gate) = (outcomes, wentOn, stopped, gate)
+            FlightRun<Int>.launch(completion: outcomes.record) { run in
+                defer { _ = stopped.arrive() }
+                let value = try await run.statement("read", timeout: timeout, timers: timers) {
+                    during(run)
+                    await gate.wait(within: .seconds(3_600))
+                    return 1
+                }
+                wentOn.set()
+                return value
             }
-            wentOn.set()
-            return value
         }
-        await eventually("the run ended") { outcomes.count == 1 }
-        guard case .failure(let error)? = outcomes.first,
+
+        /// Lets the statement answer, and checks that the flight stopped there, its callers
+        /// answered once.
+        func answerLate() async {
+            gate.open()
+            await eventually("the task ended") { stopped.arrivals == 1 }
+            #expect(!wentOn.isSet)
+            #expect(outcomes.count == 1)
+        }
+    }
+
+    @Test(.scaledTimeLimit(minutes: 1))
+    func aStatementThatNeverAnswersEndsTheRunWithATimeoutAndTheFlightGoesNoFurther() async throws {
+        let flight = StuckFlight(timeout: .milliseconds(50), timers: StatementTimers())
+        defer { flight.gate.open() }
+        await eventually("the run ended") { flight.outcomes.count == 1 }
+        guard case .failure(let error)? = flight.outcomes.first,
               case PostgresSingleFlightError.databaseTimeout(let statement, let after)? = error as? PostgresSingleFlightError
         else {
-            Issue.record("expected a timeout, got \(String(describing: outcomes.first))")
+            Issue.record("expected a timeout, got \(String(describing: flight.outcomes.first))")
             return
         }
         #expect(statement == "read" && after == .milliseconds(50))
-        // The statement answers late: the flight stops there, and the callers were answered once.
-        gate.open()
-        await eventually("the task ended") { stopped.arrivals == 1 }
-        #expect(!wentOn.isSet)
-        #expect(outcomes.count == 1)
+        await flight.answerLate()
     }
 
     @Test(.scaledTimeLimit(minutes: 1))
     func anAnswerGivenDuringAStatementEndsTheRunAndTheFlightGoesNoFurther() async throws {
         let timers = StatementTimers()
-        let gate = TestGate()
-        defer { gate.open() }
-        let outcomes = Outcomes()
-        let wentOn = Flag()
-        let stopped = TestGate()
-        let running = TestGate()
-        FlightRun<Int>.launch(completion: outcomes.record) { run in
-            defer { _ = stopped.arrive() }
-            let value = try await run.statement("read", timeout: .seconds(3_600), timers: timers) {
-                // The reply's thread answers while the statement's task has not resumed yet.
-                run.answer(42)
-                _ = running.arrive()
-                await gate.wait(within: .seconds(3_600))
-                return 1
-            }
-            wentOn.set()
-            return value
-        }
-        await eventually("the answer was given") { running.arrivals == 1 }
-        #expect(outcomes.count == 1)
-        guard case .success(42)? = outcomes.first else {
-            Issue.record("expected the answer, got \(String(describing: outcomes.first))")
+        // The reply's thread answers while the statement's task has not resumed yet.
+        let flight = StuckFlight(timeout: .seconds(3_600), timers: timers) { run in run.answer(42) }
+        defer { flight.gate.open() }
+        await eventually("the answer was given") { flight.outcomes.count == 1 }
+        guard case .success(42)? = flight.outcomes.first else {
+            Issue.record("expected the answer, got \(String(describing: flight.outcomes.first))")
             return
         }
-        gate.open()
-        await eventually("the task ended") { stopped.arrivals == 1 }
-        #expect(!wentOn.isSet)
-        #expect(outcomes.count == 1)
-        // The ended statement left the timers' queue with the next addition.
+        await flight.answerLate()
+        // The ended statement leaves the timers' queue with the next addition.
         _ = try? await withStatementDeadline(.seconds(3_600), statement: "next", timers: timers) { 0 }
         #expect(timers.count <= 1)
     }
