@@ -183,9 +183,10 @@ public final class PostgresSingleFlight: Sendable {
         output: @escaping @Sendable (Value, Data) -> Output,
         load: @escaping @Sendable () async throws -> Value
     ) async throws -> Output {
-        // The first read's fresh value answers the callers from the reply's thread.
+        // The first read's fresh value answers the callers from the reply's thread, the event
+        // loop: only a small one, as its decoding holds up the loop's other connections.
         let answerFresh: @Sendable (Row) -> Void = { row in
-            guard row.fresh, let data = row.value,
+            guard row.fresh, let data = row.value, data.count <= Self.largestAnsweredOnEventLoop,
                   let value = try? JSONDecoder().decode(Value.self, from: data)
             else { return }
             run.answer(output(value, data))
@@ -315,6 +316,10 @@ public final class PostgresSingleFlight: Sendable {
             self.claimed = claimed ?? false
         }
     }
+
+    /// The largest stored value (its JSON, in bytes) decoded on the event loop its reply arrived
+    /// on; a larger one is decoded in the flight's task.
+    static let largestAnsweredOnEventLoop = 16 * 1024
 
     /// The logger of the read's query: postgres-nio's own debug messages are not the flight's.
     private static let queryLogger = Logger.silent(label: "TaskKitPostgres.read")

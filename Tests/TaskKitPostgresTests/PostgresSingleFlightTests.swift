@@ -281,6 +281,28 @@ struct PostgresSingleFlightTests {
         }
     }
 
+    /// A stored value is served whatever its size: a small one decoded on the event loop its
+    /// reply arrived on, a larger one in the flight's task.
+    @Test(.scaledTimeLimit(minutes: 1))
+    func storedValuesOfEverySizeAreServed() async throws {
+        let limit = PostgresSingleFlight.largestAnsweredOnEventLoop
+        // A token's JSON is its value and 12 bytes: the sizes fall on both sides of the limit.
+        let sizes = [0, 100, limit - 12, limit - 11, 1_000_000]
+        try await withFlight { flight, _ in
+            for size in sizes {
+                let stored = Token(value: String(repeating: "x", count: size))
+                let loaded = try await flight.value(forKey: "size-\(size)", resultExpireDuration: .seconds(60)) { stored }
+                #expect(loaded == stored)
+                let loads = Counter()
+                let served = try await flight.value(forKey: "size-\(size)", resultExpireDuration: .seconds(60)) {
+                    Token(value: "reloaded \(loads.increment())")
+                }
+                #expect(served == stored, "size \(size)")
+                #expect(loads.value == 0, "size \(size)")
+            }
+        }
+    }
+
     @Test(.scaledTimeLimit(minutes: 1))
     func invalidateDropsTheStoredResult() async throws {
         try await withFlight { flight, _ in
