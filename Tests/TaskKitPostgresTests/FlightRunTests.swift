@@ -1,5 +1,5 @@
 #if PostgreSQL
-import Synchronization
+import NIOConcurrencyHelpers
 import Testing
 @testable import TaskKitPostgres
 import TaskKitTestSupport
@@ -9,19 +9,19 @@ import TaskKitTestSupport
 struct FlightRunTests {
     /// The outcomes a run delivered, in order.
     final class Outcomes: Sendable {
-        private let results = Mutex<[Result<Int, any Error>]>([])
+        private let results = NIOLockedValueBox<[Result<Int, any Error>]>([])
 
-        var count: Int { results.withLock { $0.count } }
-        var first: Result<Int, any Error>? { results.withLock { $0.first } }
+        var count: Int { results.withLockedValue { $0.count } }
+        var first: Result<Int, any Error>? { results.withLockedValue { $0.first } }
 
-        func record(_ result: Result<Int, any Error>) { results.withLock { $0.append(result) } }
+        func record(_ result: Result<Int, any Error>) { results.withLockedValue { $0.append(result) } }
     }
 
     /// Whether the body went on past its statement.
     final class Flag: Sendable {
-        private let value = Mutex(false)
-        var isSet: Bool { value.withLock { $0 } }
-        func set() { value.withLock { $0 = true } }
+        private let value = NIOLockedValueBox(false)
+        var isSet: Bool { value.withLockedValue { $0 } }
+        func set() { value.withLockedValue { $0 = true } }
     }
 
     /// A flight whose one statement (named "read", bounded by `timeout`) first calls `during`

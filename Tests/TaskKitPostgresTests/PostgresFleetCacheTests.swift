@@ -426,6 +426,37 @@ struct PostgresFleetCacheTests {
         #expect(loads.count == keys && repeated.isEmpty, "each key loaded once per invalidation: \(repeated.prefix(10))")
     }
 
+    /// Many callers of a few keys in two instances while one invalidates them over and over:
+    /// every value read is one the source held, stored hits are answered from the event loop and
+    /// misses from the flights' tasks, and every caller ends.
+    @Test(.scaledTimeLimit(minutes: 2))
+    func concurrentCallersWhileKeysAreInvalidated() async throws {
+        try await withFleet(2) { caches, source, _ in
+            let keys = (0..<8).map { "stress:\($0)" }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for cache in caches {
+                    for caller in 0..<8 {
+                        group.addTask {
+                            for round in 0..<60 {
+                                let key = keys[(caller + round) % keys.count]
+                                let value = try await cache.value(forKey: key)
+                                #expect(value.hasPrefix("\(key)=v"), "\(value)")
+                            }
+                        }
+                    }
+                }
+                group.addTask {
+                    for round in 0..<20 {
+                        let key = keys[round % keys.count]
+                        source.set(key, round + 2)
+                        try await caches[round % 2].invalidate(key)
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+    }
+
     // MARK: - Helpers
 
     /// `count` caches over one new table, each on its own client, listening when `running` says

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 import TaskKitTestSupport
 import TaskKitTesting
@@ -11,7 +10,7 @@ import TaskKitTesting
 struct KeyedMonoTaskCompletingLoadTests {
     /// The loads started, each with its completion, answered by the test.
     final class Loads: Sendable {
-        private let state = Mutex<[(key: Int, completion: @Sendable (Result<String, any Error>) -> Void)]>([])
+        private let state = LockedState<[(key: Int, completion: @Sendable (Result<String, any Error>) -> Void)]>([])
 
         var count: Int { state.withLock { $0.count } }
 
