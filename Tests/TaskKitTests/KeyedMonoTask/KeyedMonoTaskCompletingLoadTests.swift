@@ -54,6 +54,24 @@ struct KeyedMonoTaskCompletingLoadTests {
         #expect(cache.counters.hits == 1)
     }
 
+    /// Values made on a thread outside Swift concurrency, each completing a load whose caller
+    /// may not have suspended yet: under ThreadSanitizer this fails unless the hand-off is
+    /// visible to it (`completions`), as it was before.
+    @Test func valuesMadeOnAnotherThreadReachTheirCallers() async throws {
+        final class Box: Sendable {
+            let value: Int
+            init(_ value: Int) { self.value = value }
+        }
+        let cache = KeyedMonoTask<Int, Box>(
+            maximumEntries: 100, resultExpireDuration: .zero, clock: ManualClock(), logger: .silent(label: "test")
+        ) { key, completion in
+            Thread { completion(.success(Box(key))) }.start()
+        }
+        var sum = 0
+        for key in 0..<5_000 { sum += try await cache.value(for: key).value }
+        #expect(sum == (0..<5_000).reduce(0, +))
+    }
+
     @Test func aFailureReachesEveryCallerAndIsNotCached() async throws {
         struct Failure: Error {}
         let loads = Loads()
