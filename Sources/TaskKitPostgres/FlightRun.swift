@@ -14,15 +14,16 @@ import Synchronization
 /// (Benchmarks/NOTES.md, 2026-11-30).
 final class FlightRun<Output: Sendable>: FlightEnding {
     private struct State {
-        var ended = false
+        /// `nil` once the run has ended: what it holds (the cache, its callers) goes with it,
+        /// though a statement's timer may keep the run a while longer.
+        var completion: (@Sendable (Result<Output, any Error>) -> Void)?
         var task: Task<Void, Never>?
     }
 
-    private let state = NIOLockedValueBox(State())
-    private let completion: @Sendable (Result<Output, any Error>) -> Void
+    private let state: NIOLockedValueBox<State>
 
     private init(completion: @escaping @Sendable (Result<Output, any Error>) -> Void) {
-        self.completion = completion
+        self.state = NIOLockedValueBox(State(completion: completion))
     }
 
     /// Runs `body` in a task of its own, started at once on the calling thread where
@@ -52,7 +53,7 @@ final class FlightRun<Output: Sendable>: FlightEnding {
     }
 
     /// Whether the run has ended (its callers were answered).
-    var hasEnded: Bool { state.withLockedValue { $0.ended } }
+    var hasEnded: Bool { state.withLockedValue { $0.completion == nil } }
 
     /// Answers the callers with `output` now, if the run has not ended; its task then stops at
     /// its next statement. Returns whether this call ended the run.
@@ -65,13 +66,11 @@ final class FlightRun<Output: Sendable>: FlightEnding {
     /// `cancellingTask`; returns whether this call ended it.
     @discardableResult
     private func end(with result: Result<Output, any Error>, cancellingTask: Bool) -> Bool {
-        let task = state.withLockedValue { state -> Task<Void, Never>?? in
-            guard !state.ended else { return nil }
-            state.ended = true
-            defer { state.task = nil }
-            return .some(state.task)
+        let (completion, task) = state.withLockedValue { state in
+            defer { state.completion = nil; state.task = nil }
+            return (state.completion, state.task)
         }
-        guard let task else { return false }
+        guard let completion else { return false }
         if cancellingTask { task?.cancel() }
         completion(result)
         return true
@@ -82,7 +81,7 @@ final class FlightRun<Output: Sendable>: FlightEnding {
     /// statement either way).
     private func setTask(_ task: Task<Void, Never>) {
         let ended = state.withLockedValue { state -> Bool in
-            if state.ended { return true }
+            if state.completion == nil { return true }
             state.task = task
             return false
         }

@@ -8,21 +8,29 @@ import TaskKitTesting
 /// cache's rules hold as with an async load, and the completion may come from any thread.
 @Suite(.scaledTimeLimit(minutes: 1))
 struct KeyedMonoTaskCompletingLoadTests {
-    /// The loads started, each with its completion, answered by the test.
+    /// The loads started, each with its completion, answered by the test. A completion holds
+    /// its cache (as a flight's does until it ends), and the cache holds the loader that keeps
+    /// these: an answered load lets its completion go, so no cycle outlives a test.
     final class Loads: Sendable {
-        private let state = LockedState<[(key: Int, completion: @Sendable (Result<String, any Error>) -> Void)]>([])
+        private let state = LockedState<[(@Sendable (Result<String, any Error>) -> Void)?]>([])
 
         var count: Int { state.withLock { $0.count } }
 
         func start(_ key: Int, _ completion: @escaping @Sendable (Result<String, any Error>) -> Void) {
-            state.withLock { $0.append((key, completion)) }
+            state.withLock { $0.append(completion) }
         }
 
         /// Answers load `index` with `result`, from a thread of its own (not a task's).
         func answer(_ index: Int, with result: Result<String, any Error>) {
-            let completion = state.withLock { $0[index].completion }
-            let thread = Thread { completion(result) }
-            thread.start()
+            let completion = state.withLock { loads in
+                defer { loads[index] = nil }
+                return loads[index]
+            }
+            guard let completion else {
+                Issue.record("load \(index) was answered already")
+                return
+            }
+            Thread { completion(result) }.start()
         }
     }
 
