@@ -45,11 +45,7 @@ final class FlightRun<Output: Sendable>: FlightEnding {
             }
             run.end(with: result, cancellingTask: false)
         }
-        if #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) {
-            run.setTask(Task.immediate(operation: operation))
-        } else {
-            run.setTask(Task(operation: operation))
-        }
+        run.setTask(startImmediately(operation))
     }
 
     /// Whether the run has ended (its callers were answered).

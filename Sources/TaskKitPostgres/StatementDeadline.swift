@@ -32,18 +32,21 @@ func withStatementDeadline<Result: Sendable>(
                         statement: statement, underlying: error)))
                 }
             }
-            let work: Task<Void, Never>
-            if #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) {
-                work = Task.immediate(operation: body)
-            } else {
-                work = Task(operation: body)
-            }
-            race.setWork(work)
+            race.setWork(startImmediately(body))
             timers.add(race, deadline: .now + timeout, timeout: timeout)
         }
     } onCancel: {
         race.finish(.failure(CancellationError()))
     }
+}
+
+/// Starts `operation` in a task of its own, at once on the calling thread where
+/// `Task.immediate` is available (Apple platforms before 26: through the global executor's queue).
+func startImmediately(_ operation: @escaping @Sendable () async -> Void) -> Task<Void, Never> {
+    if #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) {
+        return Task.immediate(operation: operation)
+    }
+    return Task(operation: operation)
 }
 
 /// A statement ``StatementTimers`` may time out.
