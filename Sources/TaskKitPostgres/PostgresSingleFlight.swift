@@ -34,10 +34,10 @@ import TaskKit
 ///   them claims and runs its own `load`.
 ///
 /// Every statement is one autocommit statement sent as postgres-nio's unnamed statement (through
-/// `PostgresClient.query`, or `query` on a connection the client leased): no session advisory locks, `LISTEN`/`NOTIFY`, `SET`, temporary tables or
-/// named prepared statements, so it works through a transaction-pooling pooler (pgbouncer
-/// `pool_mode = transaction`), without superuser rights or extensions. See
-/// <doc:SingleFlightAcrossProcesses>.
+/// `PostgresClient.query`, or `query` on a connection the client leased): no session advisory
+/// locks, `LISTEN`/`NOTIFY`, `SET`, temporary tables or named prepared statements, so it works
+/// through a transaction-pooling pooler (pgbouncer `pool_mode = transaction`), without superuser
+/// rights or extensions. See <doc:SingleFlightAcrossProcesses>.
 ///
 /// The client must be running (`PostgresClient.run()`) for as long as this object is used.
 public final class PostgresSingleFlight: Sendable {
